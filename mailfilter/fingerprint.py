@@ -1,0 +1,160 @@
+"""Pure fingerprint functions: a :class:`Message` in, a :class:`Fingerprint` out, no I/O.
+
+* character histogram (seed 000, ``chisto``): 36 bins ``0-9a-z``, scaled so the largest bin
+  is 255 when any count exceeds 255 (truncating, exactly as the C code's double arithmetic);
+* word shingles (seed 001): Unicode letter/digit tokens, lowercased, stoplist removed,
+  n-grams hashed to stable 64-bit values, kept as a bottom-k sketch (Broder's sampling);
+* an exact digest of the whitespace-folded text (plus attachment digests);
+* FastCDC chunk digests of attachments (seed 004), sampled bottom-k by digest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import xxhash
+from pyfastcdc.cy import FastCDC
+
+from mailfilter.message import Message, raw_body
+
+ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
+HISTOGRAM_BINS = len(ALPHABET)
+_TOKEN = re.compile(r"[^\W_]+")
+_UINT64 = np.uint64
+# Odd 64-bit constants: the polynomial base over token hashes and splitmix64's finaliser.
+_POLY_BASE = _UINT64(0x9E3779B97F4A7C15)
+_MIX_1 = _UINT64(0xBF58476D1CE4E5B9)
+_MIX_2 = _UINT64(0x94D049BB133111EB)
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """Everything the store and the detector know of a message body."""
+
+    histogram: bytes            # 36 bytes, seed 000
+    histogram_sum: int          # sum of the 36 bins: the lookup key (±window)
+    histogram_chars: int        # characters counted before scaling (how long the body is)
+    sketch: tuple[int, ...]     # sorted bottom-k of the shingle hashes
+    shingle_count: int          # distinct shingles in the full text
+    word_count: int             # tokens after the stoplist
+    digest: bytes               # 16 bytes: exact-duplicate key
+    chunks: tuple[tuple[int, int], ...] = ()  # (digest, length) of sampled attachment chunks
+    attachment_bytes: int = 0
+
+    @property
+    def has_attachments(self) -> bool:
+        return self.attachment_bytes > 0
+
+
+def character_histogram(data: bytes) -> tuple[bytes, int]:
+    """(36-byte histogram, characters counted) of ``data`` exactly as chisto computes it.
+
+    Only ASCII ``0-9``, ``a-z`` and ``A-Z`` (folded to lower case) count, as in the C locale.
+    A count above 255 scales every bin by ``255/max`` with truncation, like
+    ``(char)((double)work[k] * factor)``.
+    """
+    lowered = data.lower()
+    counts = [lowered.count(ALPHABET[i:i + 1]) for i in range(HISTOGRAM_BINS)]
+    largest = max(counts)
+    total = sum(counts)
+    if largest > 255:
+        factor = 255.0 / float(largest)
+        counts = [int(float(count) * factor) & 0xFF for count in counts]
+    return bytes(counts), total
+
+
+def raw_histogram(raw: bytes) -> bytes:
+    """Histogram of a whole raw message in chisto's own way (byte-identical to ``chisto``)."""
+    return character_histogram(raw_body(raw))[0]
+
+
+def tokenize(text: str, stoplist: Iterable[str] = ()) -> list[str]:
+    """Maximal runs of Unicode letters and digits, lowercased, stop words removed."""
+    tokens = _TOKEN.findall(text.lower())
+    if stoplist:
+        stop = stoplist if isinstance(stoplist, (set, frozenset)) else set(stoplist)
+        tokens = [token for token in tokens if token not in stop]
+    return tokens
+
+
+def shingle_hashes(tokens: Sequence[str], ngram: int) -> np.ndarray:
+    """Distinct stable 64-bit hashes of every word n-gram (sorted, dtype uint64).
+
+    Each token is hashed with xxh3-64; an n-gram's hash is a polynomial over its tokens'
+    hashes, finalised by splitmix64.  Token boundaries are explicit, so ``ab c`` and
+    ``a bc`` differ; Python's randomised ``hash()`` is never used.
+    """
+    if len(tokens) < ngram:
+        return np.empty(0, dtype=_UINT64)
+    vocabulary = {token: xxhash.xxh3_64_intdigest(token.encode("utf-8")) for token in tokens}
+    token_hashes = np.fromiter((vocabulary[t] for t in tokens), dtype=_UINT64,
+                               count=len(tokens))
+    count = len(tokens) - ngram + 1
+    with np.errstate(over="ignore"):
+        combined = token_hashes[:count].copy()
+        for offset in range(1, ngram):
+            combined = combined * _POLY_BASE + token_hashes[offset:offset + count]
+        combined ^= combined >> _UINT64(30)
+        combined *= _MIX_1
+        combined ^= combined >> _UINT64(27)
+        combined *= _MIX_2
+        combined ^= combined >> _UINT64(31)
+    return np.unique(combined)
+
+
+def bottom_k(hashes: np.ndarray, k: int) -> tuple[int, ...]:
+    """The k smallest distinct hashes, ascending (``hashes`` is sorted and distinct)."""
+    return tuple(int(value) for value in hashes[:k])
+
+
+def text_digest(text: str, attachment_digests: Iterable[bytes] = ()) -> bytes:
+    """128-bit digest of the whitespace-folded text and of each attachment's bytes."""
+    hasher = xxhash.xxh3_128(" ".join(text.split()).encode("utf-8", "surrogatepass"))
+    for digest in attachment_digests:
+        hasher.update(b"\x00" + digest)
+    return hasher.digest()
+
+
+def chunk_digests(data: bytes, average: int) -> list[tuple[int, int]]:
+    """FastCDC chunks of ``data`` as (xxh3-64 digest, length), in order."""
+    if not data:
+        return []
+    if len(data) <= max(64, average // 4):
+        return [(xxhash.xxh3_64_intdigest(data), len(data))]
+    chunker = FastCDC(avg_size=average)
+    return [(xxhash.xxh3_64_intdigest(chunk.data), chunk.length)
+            for chunk in chunker.cut_buf(data)]
+
+
+def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
+            sketch_size: int = 64, stoplist: Iterable[str] = (),
+            chunk_average: int = 4096, chunk_sample: int = 32) -> Fingerprint:
+    """The fingerprint of a parsed message with the given (store-bound) parameters."""
+    if histogram == "raw":
+        source = message.raw_body
+    else:
+        source = message.text.encode("ascii", "ignore")
+    hist, chars = character_histogram(source)
+    tokens = tokenize(message.text, stoplist)
+    hashes = shingle_hashes(tokens, ngram)
+    attachment_digests = [xxhash.xxh3_128_digest(a.data) for a in message.attachments]
+    chunks: list[tuple[int, int]] = []
+    attachment_bytes = 0
+    for attachment in message.attachments:
+        attachment_bytes += len(attachment.data)
+        chunks.extend(chunk_digests(attachment.data, chunk_average))
+    sampled = sorted(set(chunks))[:chunk_sample] if chunks else []
+    return Fingerprint(
+        histogram=hist,
+        histogram_sum=sum(hist),
+        histogram_chars=chars,
+        sketch=bottom_k(hashes, sketch_size),
+        shingle_count=int(hashes.size),
+        word_count=len(tokens),
+        digest=text_digest(message.text, attachment_digests),
+        chunks=tuple(sampled),
+        attachment_bytes=attachment_bytes,
+    )

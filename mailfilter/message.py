@@ -1,0 +1,305 @@
+"""Raw bytes → :class:`Message`: the parts of a mail that fingerprints are made of.
+
+Parsing uses the standard library's ``compat32`` policy, which does not build header objects:
+``email.policy.default`` spends seconds on one corpus message with a 14 KB Content-Type
+header.  Nothing here raises on bad input: broken MIME, unknown or lying charsets, NUL bytes,
+a missing header/body separator all give a :class:`Message` whose ``defects`` say what was
+odd, so that a front end can log it and still give a verdict.
+"""
+
+from __future__ import annotations
+
+import binascii
+import codecs
+import email
+import email.message
+import email.parser
+import quopri
+import re
+from dataclasses import dataclass, field
+
+from selectolax.lexbor import LexborHTMLParser
+
+# A body separator exactly as chisto finds it: the first two consecutive LF bytes.
+_CHISTO_SEPARATOR = b"\n\n"
+_MBOX_FROM = re.compile(rb"\AFrom [^\n]*\n")
+_QUOTED_LINE = re.compile(r"^[ \t]*(>|\|>)")
+# "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, and Outlook's separator line.
+_ATTRIBUTION = re.compile(
+    r"(^(on|am|le|el)\b.{0,200}\b(wrote|writes|schrieb|a écrit|escribió)\s*:\s*$)"
+    r"|(^.{0,120}\b(wrote|writes)\s*:\s*$)"
+    r"|(^-{2,}\s*original message\s*-{2,}\s*$)",
+    re.IGNORECASE)
+_OUTLOOK_ORIGINAL = re.compile(r"^-{2,}\s*original message\s*-{2,}\s*$", re.IGNORECASE)
+_SIGNATURE = re.compile(r"^-- ?$")
+_LIST_FOOTER = re.compile(r"^_{20,}\s*$")
+_FOOTER_MAX_LINES = 12
+_HTML_DROP = "script, style, head, title, noscript, template"
+_MAX_PARTS = 200
+_MAX_DEPTH = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A non-text part, decoded from its transfer encoding."""
+
+    content_type: str
+    filename: str | None
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """What the fingerprints see of a mail; header text is kept only where it is needed."""
+
+    message_id: str | None
+    date: str | None
+    # The bytes after the first LF LF, exactly what chisto counts (empty if there is none).
+    raw_body: bytes
+    # New text of the body: decoded, HTML reduced to text, quotes/signature/footer set aside.
+    text: str
+    # What was set aside: quoted lines and attribution lines (for containment reports).
+    quoted: str = ""
+    attachments: tuple[Attachment, ...] = ()
+    defects: tuple[str, ...] = field(default=())
+
+
+def raw_body(raw: bytes) -> bytes:
+    """The body as chisto sees it: everything after the first ``\\n\\n`` (else nothing)."""
+    at = raw.find(_CHISTO_SEPARATOR)
+    return b"" if at < 0 else raw[at + 2:]
+
+
+def _decode_payload(part: email.message.Message, defects: list[str]) -> bytes:
+    """Transfer-decode one part leniently (bad base64 and QP still give bytes)."""
+    payload = part.get_payload()
+    if isinstance(payload, list):
+        return b""
+    if isinstance(payload, str):
+        data = payload.encode("latin-1", "replace")
+    else:
+        data = payload or b""
+    encoding = str(part.get("content-transfer-encoding", "")).strip().lower()
+    if encoding == "base64":
+        cleaned = re.sub(rb"[^A-Za-z0-9+/]", b"", data)
+        cleaned = cleaned[: len(cleaned) - len(cleaned) % 4]
+        try:
+            return binascii.a2b_base64(cleaned)
+        except (binascii.Error, ValueError):
+            defects.append("invalid base64")
+            return b""
+    if encoding == "quoted-printable":
+        try:
+            return quopri.decodestring(data)
+        except (ValueError, binascii.Error):
+            defects.append("invalid quoted-printable")
+            return data
+    return data
+
+
+def _charset_of(part: email.message.Message) -> str | None:
+    try:
+        charset = part.get_content_charset()
+    except Exception:  # noqa: BLE001 - RFC 2231 garbage in parameters
+        return None
+    if not charset:
+        return None
+    try:
+        return codecs.lookup(charset).name
+    except (LookupError, ValueError):
+        return None
+
+
+def decode_text(data: bytes, charset: str | None, defects: list[str] | None = None) -> str:
+    """Bytes of a text part → str; unknown or lying charsets never raise.
+
+    The declared charset is tried strictly, then UTF-8, then cp1252 (which most mail that
+    lies about being ASCII or Latin-1 really is), finally Latin-1 which decodes anything.
+    """
+    if b"\x00" in data:
+        data = data.replace(b"\x00", b"")
+        if defects is not None:
+            defects.append("NUL bytes in text")
+    tried = []
+    for candidate in (charset, "utf-8", "cp1252"):
+        if candidate and candidate not in tried:
+            tried.append(candidate)
+            try:
+                return data.decode(candidate)
+            except (UnicodeDecodeError, LookupError):
+                continue
+    if defects is not None and charset:
+        defects.append(f"text does not decode as its charset {charset}")
+    return data.decode("latin-1")
+
+
+def html_to_text(html: str) -> str:
+    """Visible text of an HTML part (Lexbor), blockquotes marked as quoted lines."""
+    try:
+        tree = LexborHTMLParser(html)
+        for node in tree.css(_HTML_DROP):
+            node.decompose()
+        for quote in tree.css("blockquote"):
+            inner = quote.text(separator="\n")
+            quote.replace_with("\n" + "\n".join("> " + line for line in inner.splitlines())
+                               + "\n")
+        for br in tree.css("br, p, div, tr, li, h1, h2, h3, h4, h5, h6"):
+            br.insert_after("\n")
+        root = tree.body or tree.root
+        return root.text(separator="") if root is not None else ""
+    except Exception:  # noqa: BLE001 - a broken document is text-less, not fatal
+        return re.sub(r"<[^>]*>", " ", html)
+
+
+def split_quotes(text: str) -> tuple[str, str]:
+    """(new text, set-aside text): quoted lines, attributions, signature and list footer.
+
+    Everything after a ``-- `` signature line, after an Outlook ``Original Message`` line,
+    or in a short closing block under a line of underscores (Mailman's footer) is set aside.
+    """
+    lines = text.split("\n")
+    kept: list[str] = []
+    aside: list[str] = []
+    for index, line in enumerate(lines):
+        stripped = line.rstrip()
+        if _SIGNATURE.match(stripped) or _OUTLOOK_ORIGINAL.match(stripped):
+            aside.extend(lines[index:])
+            break
+        if _LIST_FOOTER.match(stripped) and len(lines) - index <= _FOOTER_MAX_LINES + 1:
+            aside.extend(lines[index:])
+            break
+        if _QUOTED_LINE.match(line) or (len(stripped) < 250 and _ATTRIBUTION.match(stripped)):
+            aside.append(line)
+        else:
+            kept.append(line)
+    return "\n".join(kept), "\n".join(aside)
+
+
+def _header(msg: email.message.Message, name: str) -> str | None:
+    try:
+        value = msg.get(name)
+    except Exception:  # noqa: BLE001
+        return None
+    if value is None:
+        return None
+    value = str(value).strip()
+    return value or None
+
+
+def _filename(part: email.message.Message) -> str | None:
+    try:
+        return part.get_filename()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+class _Collector:
+    """Walks a MIME tree once, collecting text (with alternatives chosen) and attachments."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.attachments: list[Attachment] = []
+        self.defects: list[str] = []
+        self.parts = 0
+
+    def walk(self, part: email.message.Message, depth: int = 0) -> None:
+        self.parts += 1
+        if self.parts > _MAX_PARTS or depth > _MAX_DEPTH:
+            if "too many MIME parts" not in self.defects:
+                self.defects.append("too many MIME parts or nesting too deep")
+            return
+        content_type = part.get_content_type()
+        maintype = part.get_content_maintype()
+        if part.is_multipart():
+            children = part.get_payload()
+            if not isinstance(children, list):
+                return
+            if content_type == "multipart/alternative":
+                self._alternative(children, depth)
+            else:
+                for child in children:
+                    if isinstance(child, email.message.Message):
+                        self.walk(child, depth + 1)
+            return
+        if maintype == "message" and content_type == "message/rfc822":
+            payload = part.get_payload()
+            inner = payload[0] if isinstance(payload, list) and payload else None
+            if isinstance(inner, email.message.Message):
+                self.walk(inner, depth + 1)
+            return
+        disposition = str(part.get("content-disposition", "")).lower()
+        is_attachment = disposition.startswith("attachment") or (
+            _filename(part) is not None and maintype == "text" and
+            part.get_content_subtype() not in ("plain", "html"))
+        data = _decode_payload(part, self.defects)
+        if maintype == "text" and not is_attachment and content_type in (
+                "text/plain", "text/html", "text/enriched", "text/richtext"):
+            text = decode_text(data, _charset_of(part), self.defects)
+            self.texts.append(html_to_text(text) if content_type == "text/html" else text)
+        elif data:
+            self.attachments.append(Attachment(content_type, _filename(part), data))
+
+    def _alternative(self, children: list, depth: int) -> None:
+        """Prefer text/plain (if it has words), else the richest other choice."""
+        candidates = [c for c in children if isinstance(c, email.message.Message)]
+        plain = [c for c in candidates if c.get_content_type() == "text/plain"]
+        for choice in plain:
+            before = len(self.texts)
+            self.walk(choice, depth + 1)
+            if len(self.texts) > before and self.texts[-1].strip():
+                return
+            del self.texts[before:]
+        for choice in reversed(candidates):
+            if choice.get_content_type() != "text/plain":
+                self.walk(choice, depth + 1)
+                return
+
+
+def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024) -> Message:
+    """Parse one message; never raises on bad input (see ``Message.defects``).
+
+    Only the first ``max_body_bytes`` of the body are parsed, so that huge mail costs
+    bounded time and memory; ``raw_body`` is likewise capped.
+    """
+    defects: list[str] = []
+    if not isinstance(raw, (bytes, bytearray, memoryview)):
+        raise TypeError("parse() takes bytes")
+    raw = bytes(raw)
+    chisto_body = raw_body(raw)
+    data = _MBOX_FROM.sub(b"", raw, count=1)
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+    head_end = data.find(b"\n\n")
+    if head_end < 0 and not re.match(rb"\A[!-9;-~]+:", data):
+        defects.append("no header/body separator")
+    if head_end >= 0 and len(data) - head_end > max_body_bytes:
+        data = data[: head_end + 2 + max_body_bytes]
+        defects.append(f"body truncated to {max_body_bytes} bytes for fingerprinting")
+    try:
+        msg = email.message_from_bytes(data)
+    except Exception as error:  # noqa: BLE001 - the parser should not raise, but be sure
+        defects.append(f"unparseable MIME ({type(error).__name__})")
+        body = data[head_end + 2:] if head_end >= 0 else data
+        text, quoted = split_quotes(decode_text(body, None, defects))
+        return Message(None, None, chisto_body[:max_body_bytes], text, quoted, (),
+                       tuple(defects))
+    collector = _Collector()
+    try:
+        collector.walk(msg)
+    except Exception as error:  # noqa: BLE001 - fall back to the undecoded body as text
+        defects.append(f"MIME walk failed ({type(error).__name__}); using the plain body")
+        body = data[head_end + 2:] if head_end >= 0 else b""
+        collector.texts = [decode_text(body, None, defects)]
+    defects.extend(collector.defects)
+    defects.extend(type(d).__name__ for d in (msg.defects or [])[:5])
+    full_text = "\n".join(collector.texts)
+    text, quoted = split_quotes(full_text)
+    return Message(
+        message_id=_header(msg, "message-id"),
+        date=_header(msg, "date"),
+        raw_body=chisto_body[:max_body_bytes],
+        text=text,
+        quoted=quoted,
+        attachments=tuple(collector.attachments),
+        defects=tuple(defects),
+    )
