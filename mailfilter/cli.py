@@ -1,0 +1,540 @@
+"""Command line: ``dupfilter`` (the pipe filter) and ``dupfilter-db`` (administration).
+
+No detection logic lives here: commands turn files and flags into calls on
+:class:`~mailfilter.engine.Engine` and print what comes back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from itertools import islice
+
+from mailfilter import __version__
+from mailfilter.config import ConfigError, Settings, load_settings, parse_duration
+from mailfilter.detector import Verdict
+from mailfilter.engine import Analysis, Engine, analyse
+from mailfilter.headers import tag_message
+from mailfilter.sources import iter_messages
+from mailfilter.store import StoreError
+
+EX_TEMPFAIL = 75
+_BATCH = 256
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = load_settings(args.config)
+    if getattr(args, "db", None):
+        settings.store.path = args.db
+    return settings
+
+
+def _fail(program: str, message: str, code: int = 2) -> int:
+    print(f"{program}: {message}", file=sys.stderr)
+    return code
+
+
+# -- dupfilter ---------------------------------------------------------------------------
+
+def _filter_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dupfilter",
+        description="Check one message (stdin) against the store of seen mail. "
+                    "With --tag, write it to stdout with an X-Dupfilter: header "
+                    "(any incoming one removed); with --check, answer by exit status.",
+        epilog="procmail:  :0 fw  | dupfilter --tag     then  :0  * ^X-Dupfilter: (near-)?"
+               "duplicate  duplicates/      or  :0 HB  * ? dupfilter --check  duplicates/. "
+               "A filter that fails passes the message through unchanged (exit 0); "
+               "exit 75 only if even that is impossible.")
+    parser.add_argument("--version", action="version", version=f"dupfilter {__version__}")
+    parser.add_argument("--db", metavar="DIR|URL",
+                        help="store: an LMDB folder or a redis:// URL "
+                             "(default: [store] path, else $XDG_STATE_HOME/dupfilter)")
+    parser.add_argument("--config", metavar="FILE", help="TOML settings file")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--tag", action="store_true",
+                      help="write the message to stdout with one X-Dupfilter: header")
+    mode.add_argument("--check", action="store_true",
+                      help="exit 0 for duplicate or near-duplicate, 1 for unique or error")
+    parser.add_argument("--no-record", action="store_true",
+                        help="check without remembering the message")
+    parser.add_argument("--json", action="store_true",
+                        help="print the verdict as one JSON object (stdout; stderr with --tag)")
+    parser.add_argument("--recipient", action="append", default=[], metavar="ADDR",
+                        help="envelope recipient for per-recipient scope (repeatable)")
+    return parser
+
+
+def filter_main(argv: Sequence[str] | None = None) -> int:
+    """``dupfilter``: never loses the message — on any failure it passes it through."""
+    parser = _filter_parser()
+    args = parser.parse_args(argv)
+    try:
+        raw = sys.stdin.buffer.read()
+    except OSError as error:
+        print(f"dupfilter: cannot read the message: {error}", file=sys.stderr)
+        return EX_TEMPFAIL if args.tag else 1
+    verdict: Verdict | None = None
+    try:
+        settings = _settings(args)
+        with Engine(settings) as engine:
+            verdict = engine.check(raw, args.recipient, record=not args.no_record)
+        if verdict.defects:
+            print(f"dupfilter: note: {verdict.message_id or 'message without Message-ID'}: "
+                  f"{'; '.join(verdict.defects[:4])}", file=sys.stderr)
+    except (ConfigError, StoreError) as error:
+        print(f"dupfilter: {error}; message passed through unchecked", file=sys.stderr)
+    except MemoryError:
+        print("dupfilter: out of memory; message passed through unchecked", file=sys.stderr)
+    except Exception as error:  # noqa: BLE001 - never lose mail over a bug
+        print(f"dupfilter: internal error ({type(error).__name__}: {error}); "
+              "message passed through unchecked", file=sys.stderr)
+    if args.json and verdict is not None:
+        stream = sys.stderr if args.tag else sys.stdout
+        print(json.dumps(verdict.as_dict()), file=stream, flush=True)
+    if args.tag:
+        try:
+            output = tag_message(raw, verdict.header_value()) if verdict else raw
+        except Exception as error:  # noqa: BLE001
+            print(f"dupfilter: cannot add the header ({error}); passing through",
+                  file=sys.stderr)
+            output = raw
+        try:
+            sys.stdout.buffer.write(output)
+            sys.stdout.buffer.flush()
+        except OSError as error:
+            print(f"dupfilter: cannot write the message: {error}", file=sys.stderr)
+            return EX_TEMPFAIL
+        return 0
+    if args.check:
+        return 0 if verdict is not None and verdict.is_duplicate else 1
+    return 0 if verdict is not None else 1
+
+
+# -- dupfilter-db ------------------------------------------------------------------------
+
+def _analysed(messages: Iterator[tuple[str, bytes]], settings: Settings, jobs: int
+              ) -> Iterator[tuple[str, int, Analysis | Exception]]:
+    """(label, size, analysis) in input order; fingerprinting fans out over ``jobs``."""
+    fp_settings = settings.fingerprint
+    if jobs <= 1:
+        for label, raw in messages:
+            try:
+                yield label, len(raw), analyse(raw, fp_settings)
+            except Exception as error:  # noqa: BLE001 - report, go on with the rest
+                yield label, len(raw), error
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        while True:
+            batch = list(islice(messages, _BATCH))
+            if not batch:
+                return
+            futures = [pool.submit(analyse, raw, fp_settings) for _, raw in batch]
+            for (label, raw), future in zip(batch, futures, strict=True):
+                try:
+                    yield label, len(raw), future.result()
+                except Exception as error:  # noqa: BLE001
+                    yield label, len(raw), error
+
+
+def _progress(total_hint: int | None, enabled: bool):  # noqa: ANN202 - tqdm or a stub
+    if enabled:
+        from tqdm import tqdm
+        return tqdm(total=total_hint, unit="msg", file=sys.stderr, dynamic_ncols=True)
+    return None
+
+
+def _run_over(engine: Engine, paths: list[str], jobs: int, *, record: bool,
+              show_progress: bool) -> Iterator[tuple[str, Verdict | Exception, int]]:
+    """Check (and record) every message under ``paths`` in order, in batched transactions."""
+    skipped: list[str] = []
+    messages = iter_messages(paths, skipped)
+    results = _analysed(messages, engine.settings, jobs)
+    bar = _progress(None, show_progress)
+    now = int(time.time())
+    atomically = getattr(engine.store, "atomically", None)
+    try:
+        while True:
+            batch = list(islice(results, _BATCH))
+            if not batch:
+                break
+
+            def run(batch: list = batch) -> list[tuple[str, Verdict | Exception, int]]:
+                out: list[tuple[str, Verdict | Exception, int]] = []
+                for label, size, analysis in batch:
+                    if isinstance(analysis, Exception):
+                        out.append((label, analysis, size))
+                        continue
+                    out.append((label, engine.decide(analysis, record=record, now=now), size))
+                return out
+
+            done = atomically(run) if (atomically and record) else run()
+            if bar is not None:
+                bar.update(len(done))
+            yield from done
+    finally:
+        if bar is not None:
+            bar.close()
+        for name in skipped:
+            print(f"dupfilter-db: skipped {name}: does not look like a mail message",
+                  file=sys.stderr)
+
+
+def _verdict_row(label: str, verdict: Verdict) -> dict[str, object]:
+    row = {"path": label}
+    row.update(verdict.as_dict())
+    return row
+
+
+def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    counts: Counter[str] = Counter()
+    started = time.perf_counter()
+    total_bytes = errors = 0
+    with Engine(settings) as engine:
+        for label, verdict, size in _run_over(engine, args.paths, args.jobs, record=True,
+                                              show_progress=sys.stderr.isatty()):
+            total_bytes += size
+            if isinstance(verdict, Exception):
+                errors += 1
+                print(f"dupfilter-db: {label}: {type(verdict).__name__}: {verdict}",
+                      file=sys.stderr)
+            else:
+                counts[verdict.verdict] += 1
+        records = engine.store.stats()["records"]
+    elapsed = time.perf_counter() - started
+    total = sum(counts.values())
+    print(f"imported {total} messages ({counts['unique']} unique, {counts['duplicate']} "
+          f"duplicate, {counts['near-duplicate']} near-duplicate, {errors} failed) in "
+          f"{elapsed:.1f} s: {total / elapsed if elapsed else 0:.0f} msg/s, "
+          f"{total_bytes / 1e6 / elapsed if elapsed else 0:.1f} MB/s; store has {records} "
+          "records")
+    return 1 if errors and not total else 0
+
+
+def cmd_scan(args: argparse.Namespace, settings: Settings) -> int:
+    counts: Counter[str] = Counter()
+    out = sys.stdout
+    if not args.json:
+        print(f"{'verdict':<15} {'score':>5}  {'reason':<11} {'path':<50} match", file=out)
+    with Engine(settings) as engine:
+        for label, verdict, _size in _run_over(engine, args.paths, args.jobs,
+                                               record=not args.no_record, show_progress=False):
+            if isinstance(verdict, Exception):
+                print(f"dupfilter-db: {label}: {type(verdict).__name__}: {verdict}",
+                      file=sys.stderr)
+                if args.json:
+                    print(json.dumps({"path": label, "message_id": None, "verdict": "error",
+                                      "score": None, "match": None}), file=out)
+                continue
+            counts[verdict.verdict] += 1
+            if args.json:
+                print(json.dumps(_verdict_row(label, verdict)), file=out)
+            else:
+                score = "" if verdict.score is None else f"{verdict.score:.2f}"
+                match = (verdict.match.message_id or f"#{verdict.match.doc_id}") \
+                    if verdict.match else ""
+                print(f"{verdict.verdict:<15} {score:>5}  {verdict.reason:<11} "
+                      f"{label:<50} {match}", file=out)
+    if not args.json:
+        print(f"\n{sum(counts.values())} messages: {counts['unique']} unique, "
+              f"{counts['duplicate']} duplicate, {counts['near-duplicate']} near-duplicate",
+              file=out)
+    return 0
+
+
+def cmd_fingerprint(args: argparse.Namespace, settings: Settings) -> int:
+    if args.histogram:
+        settings.fingerprint.histogram = args.histogram
+    for label, raw in iter_messages(args.paths):
+        fp = analyse(raw, settings.fingerprint).fingerprint
+        row = {"path": label, "histogram": fp.histogram.hex(),
+               "histogram_sum": fp.histogram_sum, "shingles": fp.shingle_count,
+               "words": fp.word_count, "digest": fp.digest.hex(),
+               "attachment_chunks": len(fp.chunks)}
+        if args.json:
+            print(json.dumps(row))
+        else:
+            print(f"{label}\n  histogram {row['histogram']} (sum {fp.histogram_sum})\n"
+                  f"  {fp.shingle_count} shingles, {fp.word_count} words, digest "
+                  f"{row['digest']}")
+    return 0
+
+
+def _read_one(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
+    from mailfilter import similarity
+    from mailfilter.fingerprint import character_histogram, shingle_hashes, tokenize
+    from mailfilter.message import parse
+
+    raws = [_read_one(args.a), _read_one(args.b)]
+    messages = [parse(raw, max_body_bytes=settings.fingerprint.max_body_bytes) for raw in raws]
+    fps = [analyse(raw, settings.fingerprint).fingerprint for raw in raws]
+    stoplist = frozenset(settings.fingerprint.stoplist)
+    shingles = [shingle_hashes(tokenize(m.text, stoplist), settings.fingerprint.ngram)
+                for m in messages]
+    raw_hist = [character_histogram(m.raw_body)[0] for m in messages]
+    size = args.chunk_size
+    if args.chunking == "fsp":
+        chunks = [similarity.fsp_chunks(raw, size) for raw in raws]
+    elif args.chunking == "sbc":
+        chunks = [similarity.fsp_chunks(raws[0], size), similarity.sbc_chunks(raws[1], raws[0],
+                                                                               size)]
+    else:
+        chunks = [similarity.cdc_chunks(raw, size) for raw in raws]
+    sets = [set(int(h) for h in s) for s in shingles]
+    positions, largest = similarity.histogram_distance(fps[0].histogram, fps[1].histogram)
+    raw_positions, raw_largest = similarity.histogram_distance(*raw_hist)
+    try:
+        lcs = similarity.lcs_similarity(*chunks)
+    except ValueError:
+        lcs = None
+    k = settings.fingerprint.sketch_size
+    result = {
+        "a": args.a, "b": args.b,
+        "histogram": {"a": fps[0].histogram.hex(), "b": fps[1].histogram.hex(),
+                      "sum_a": fps[0].histogram_sum, "sum_b": fps[1].histogram_sum,
+                      "positions_differing": positions, "largest_difference": largest},
+        "histogram_raw": {"a": raw_hist[0].hex(), "b": raw_hist[1].hex(),
+                          "positions_differing": raw_positions,
+                          "largest_difference": raw_largest},
+        "shingles": {"a": len(sets[0]), "b": len(sets[1]),
+                     "resemblance": similarity.resemblance(*sets),
+                     "containment_a_in_b": similarity.containment(sets[0], sets[1]),
+                     "containment_b_in_a": similarity.containment(sets[1], sets[0]),
+                     "sketch_resemblance": similarity.sketch_resemblance(
+                         fps[0].sketch, fps[1].sketch, k)},
+        "digest_equal": fps[0].digest == fps[1].digest,
+        "chunks": {"chunking": args.chunking, "a": len(chunks[0]), "b": len(chunks[1]),
+                   "formula1": similarity.chunk_similarity(*chunks), "formula2_lcs": lcs},
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    for index in range(36):
+        x, y = fps[0].histogram[index], fps[1].histogram[index]
+        print(f"r[{index:2d}]={x:6d}\ts[{index:2d}]={y:6d}" + ("" if x == y else "\tDIFF"))
+    sh, ch = result["shingles"], result["chunks"]
+    print(f"\nhistogram ({settings.fingerprint.histogram}): sums {fps[0].histogram_sum} / "
+          f"{fps[1].histogram_sum}, {positions} positions differ, largest difference "
+          f"{largest}")
+    print(f"histogram (raw, chisto): {raw_positions} positions differ, largest {raw_largest}")
+    print(f"shingles: {sh['a']} / {sh['b']}, resemblance {sh['resemblance']:.4f} "
+          f"(sketch estimate {sh['sketch_resemblance']:.4f}), containment a in b "
+          f"{sh['containment_a_in_b']:.4f}, b in a {sh['containment_b_in_a']:.4f}")
+    print(f"exact digest: {'equal' if result['digest_equal'] else 'different'}")
+    lcs_text = "n/a (too many chunks)" if lcs is None else f"{lcs:.4f}"
+    print(f"chunks ({args.chunking}): {ch['a']} / {ch['b']}, similarity = "
+          f"{ch['formula1']:.4f} (formula 1), {lcs_text} (formula 2, LCS)")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
+    raw = sys.stdin.buffer.read()
+    with Engine(settings, readonly=True, create=False) as engine:
+        verdict = engine.check(raw, args.recipient, record=False)
+    if args.json:
+        out = verdict.as_dict()
+        out["candidates"] = [
+            {"id": e.record.doc_id, "message_id": e.record.message_id, "found_by": e.found_by,
+             "verdict": e.verdict, "reason": e.reason or None, "score": e.score,
+             "resemblance": e.resemblance, "containment": e.containment,
+             "histogram_positions": e.histogram_positions,
+             "attachment_similarity": e.attachment_similarity, "note": e.note or None}
+            for e in verdict.evidence]
+        print(json.dumps(out))
+        return 0
+    fp = verdict.fingerprint
+    print(f"X-Dupfilter: {verdict.header_value()}")
+    print(f"message: {verdict.message_id or '(no Message-ID)'}; {fp.word_count} words, "
+          f"{fp.shingle_count} shingles, histogram sum {fp.histogram_sum} "
+          f"({fp.histogram_chars} characters)")
+    if verdict.defects:
+        print(f"parsing notes: {'; '.join(verdict.defects)}")
+    if not verdict.evidence:
+        print("no stored record shares a Message-ID, digest, histogram window or shingle "
+              "with this message")
+    for e in verdict.evidence:
+        measures = []
+        if e.resemblance is not None:
+            measures.append(f"resemblance {e.resemblance:.2f}")
+        if e.containment is not None:
+            measures.append(f"containment {e.containment:.2f}")
+        measures.append(f"histogram {e.histogram_positions} bins differ")
+        if e.attachment_similarity is not None:
+            measures.append(f"attachments {e.attachment_similarity:.2f}")
+        decision = f"{e.verdict} by {e.reason}" if e.reason else f"no match: {e.note}"
+        if e.note and e.reason:
+            decision += f" ({e.note})"
+        print(f"#{e.record.doc_id} {e.record.message_id or '(no Message-ID)'} seen "
+              f"{e.record.seen}x, found by {', '.join(e.found_by)}: {'; '.join(measures)} "
+              f"→ {decision}")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
+    age = parse_duration(args.older_than or settings.store.retention)
+    before = int(time.time() - age)
+    with Engine(settings, create=False) as engine:
+        removed = engine.store.prune(before)
+        left = engine.store.stats()["records"]
+    print(f"pruned {removed} records last seen before "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(before))}; {left} remain")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
+    with Engine(settings, readonly=True, create=False) as engine:
+        stats = engine.store.stats()
+    if args.json:
+        print(json.dumps(stats))
+        return 0
+
+    def when(value: object) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(value)) if value else "-"
+
+    print(f"store      {stats['location']} ({stats['backend']})")
+    print(f"records    {stats['records']}")
+    print(f"size       {stats.get('file_bytes', 0) / 1e6:.1f} MB on disk, "
+          f"{stats.get('used_bytes', 0) / 1e6:.1f} MB used")
+    print(f"age range  {when(stats.get('oldest'))} .. {when(stats.get('newest'))}")
+    for day, counts in list(stats.get("verdicts_per_day", {}).items())[-14:]:
+        print(f"  {time.strftime('%Y-%m-%d', time.gmtime(int(day)))}  "
+              + "  ".join(f"{name} {count}" for name, count in sorted(counts.items())))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    with Engine(settings, readonly=True, create=False) as engine:
+        problems = engine.store.verify()
+        records = engine.store.stats()["records"]
+    for problem in problems:
+        print(problem)
+    print(f"{records} records checked: {len(problems)} problems")
+    return 1 if problems else 0
+
+
+def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
+    with Engine(settings, create=False) as engine:
+        if args.message_id:
+            ids = engine.store.find_message_id(args.message_id)
+        else:
+            verdict = engine.check(sys.stdin.buffer.read(), record=False)
+            ids = [e.record.doc_id for e in verdict.evidence if e.verdict != "unique"]
+        removed = engine.store.forget(ids)
+    print(f"forgot {removed} record{'s' if removed != 1 else ''}")
+    return 0 if removed else 1
+
+
+def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
+    print(f"# settings from {settings.source or 'built-in defaults'}")
+    if args.show:
+        for section, values in asdict(settings).items():
+            if section == "source":
+                continue
+            print(f"\n[{section}]")
+            for key, value in values.items():
+                print(f"{key} = {json.dumps(value)}")
+    else:
+        print("configuration is valid")
+    return 0
+
+
+def _db_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dupfilter-db",
+        description="Administer dupfilter's store: import and scan mailboxes, fingerprint and "
+                    "compare messages, explain verdicts, prune old records.")
+    parser.add_argument("--version", action="version", version=f"dupfilter {__version__}")
+    parser.add_argument("--db", metavar="DIR|URL", help="store: LMDB folder or redis:// URL")
+    parser.add_argument("--config", metavar="FILE", help="TOML settings file")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    jobs = max(1, min(4, os.cpu_count() or 1))
+
+    sub = commands.add_parser("import", help="remember every message of mailboxes")
+    sub.add_argument("paths", nargs="+", metavar="PATH", help="mbox, Maildir or folder")
+    sub.add_argument("--jobs", type=int, default=jobs, help="fingerprinting processes")
+    sub.set_defaults(run=cmd_import)
+
+    sub = commands.add_parser("scan", help="check messages in order, print verdicts, record")
+    sub.add_argument("paths", nargs="+", metavar="PATH", help="mbox, Maildir or folder")
+    sub.add_argument("--json", action="store_true", help="one JSON object per line")
+    sub.add_argument("--no-record", action="store_true", help="check only")
+    sub.add_argument("--jobs", type=int, default=jobs, help="fingerprinting processes")
+    sub.set_defaults(run=cmd_scan)
+
+    sub = commands.add_parser("fingerprint", help="print fingerprints of messages")
+    sub.add_argument("paths", nargs="+", metavar="PATH")
+    sub.add_argument("--json", action="store_true")
+    sub.add_argument("--histogram", choices=("raw", "decoded"))
+    sub.set_defaults(run=cmd_fingerprint, no_store=True)
+
+    sub = commands.add_parser("compare", help="every measure between two messages or files")
+    sub.add_argument("a", metavar="A")
+    sub.add_argument("b", metavar="B")
+    sub.add_argument("--chunking", choices=("fsp", "cdc", "sbc"), default="cdc")
+    sub.add_argument("--chunk-size", type=int, default=4096, help="block or average size")
+    sub.add_argument("--json", action="store_true")
+    sub.set_defaults(run=cmd_compare, no_store=True)
+
+    sub = commands.add_parser("explain", help="why a message (stdin) is or is not a duplicate")
+    sub.add_argument("--json", action="store_true")
+    sub.add_argument("--recipient", action="append", default=[], metavar="ADDR")
+    sub.set_defaults(run=cmd_explain)
+
+    sub = commands.add_parser("prune", help="remove records not seen for a while")
+    sub.add_argument("--older-than", metavar="AGE", help="e.g. 30d, 12h, 90m (default: "
+                     "[store] retention)")
+    sub.set_defaults(run=cmd_prune)
+
+    sub = commands.add_parser("stats", help="records, size, age range, verdicts per day")
+    sub.add_argument("--json", action="store_true")
+    sub.set_defaults(run=cmd_stats)
+
+    sub = commands.add_parser("verify", help="check every index against the records")
+    sub.set_defaults(run=cmd_verify)
+
+    sub = commands.add_parser("forget", help="remove a record (by Message-ID or stdin)")
+    sub.add_argument("--message-id", metavar="ID")
+    sub.set_defaults(run=cmd_forget)
+
+    sub = commands.add_parser("config", help="validate or show the effective settings")
+    group = sub.add_mutually_exclusive_group()
+    group.add_argument("--check", action="store_true", help="validate (the default)")
+    group.add_argument("--show", action="store_true", help="print every setting")
+    sub.set_defaults(run=cmd_config, no_store=True)
+    return parser
+
+
+def db_main(argv: Sequence[str] | None = None) -> int:
+    args = _db_parser().parse_args(argv)
+    try:
+        settings = _settings(args)
+        if getattr(args, "jobs", 1) < 1:
+            return _fail("dupfilter-db", "--jobs must be at least 1")
+        return args.run(args, settings)
+    except (ConfigError, StoreError, FileNotFoundError, IsADirectoryError,
+            PermissionError) as error:
+        return _fail("dupfilter-db", str(error))
+    except ValueError as error:
+        return _fail("dupfilter-db", str(error))
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(db_main())

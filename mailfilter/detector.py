@@ -1,0 +1,260 @@
+"""Candidates from the store → :class:`Verdict`, and recording what was seen.
+
+Like Mailman's rules, the detector keeps its evidence: every candidate it weighed, with every
+measure and the decision, travels in the verdict, so ``explain`` only prints what the
+detector already knows.  It speaks no protocol and parses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mailfilter.config import DetectorSettings
+from mailfilter.fingerprint import Fingerprint
+from mailfilter.similarity import (
+    chunk_similarity,
+    histogram_distance,
+    sketch_containment,
+    sketch_resemblance,
+)
+from mailfilter.store import (
+    Probe,
+    Record,
+    Store,
+    message_id_key,
+    recipient_key,
+    safe_message_id,
+)
+
+UNIQUE, DUPLICATE, NEAR_DUPLICATE = "unique", "duplicate", "near-duplicate"
+_RANK = {UNIQUE: 0, NEAR_DUPLICATE: 1, DUPLICATE: 2}
+
+
+@dataclass(slots=True)
+class Evidence:
+    """One stored record the detector weighed, and what it made of it."""
+
+    record: Record
+    found_by: list[str]
+    verdict: str = UNIQUE
+    reason: str = ""
+    score: float | None = None
+    resemblance: float | None = None
+    containment: float | None = None
+    histogram_positions: int | None = None
+    histogram_largest: int | None = None
+    attachment_similarity: float | None = None
+    recipients_seen: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass(slots=True)
+class Verdict:
+    """The decision on one message, with everything needed to act, record and explain."""
+
+    verdict: str
+    score: float | None
+    reason: str
+    match: Record | None
+    fingerprint: Fingerprint
+    message_id: str | None
+    recipients: tuple[str, ...] = ()
+    recipients_seen: tuple[str, ...] = ()
+    evidence: list[Evidence] = field(default_factory=list)
+    containment: float | None = None
+    skipped_by: str | None = None
+    defects: tuple[str, ...] = ()
+
+    @property
+    def is_duplicate(self) -> bool:
+        return self.verdict != UNIQUE
+
+    @property
+    def seen(self) -> int:
+        """Times this content has been seen, this message included."""
+        return (self.match.seen + 1) if self.match is not None else 1
+
+    @property
+    def all_recipients_seen(self) -> bool:
+        """True when every recipient already had it (or there is no recipient scope)."""
+        return self.is_duplicate and (not self.recipients or
+                                      len(self.recipients_seen) == len(self.recipients))
+
+    def header_value(self) -> str:
+        """The ``X-Dupfilter:`` value: verdict; score; reason; match; seen (no CR/LF)."""
+        parts = [self.verdict]
+        if self.skipped_by:
+            parts.append(f"skipped={self.skipped_by}")
+        if self.is_duplicate:
+            parts.append(f"score={self.score:.2f}" if self.score is not None else "score=1.00")
+            parts.append(f"reason={self.reason}")
+            match_id = safe_message_id(self.match.message_id if self.match else None)
+            if match_id:
+                parts.append(f"match=<{match_id.strip('<>')}>")
+            parts.append(f"seen={self.seen}")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        match = None
+        if self.match is not None:
+            match = {"message_id": self.match.message_id, "id": self.match.doc_id,
+                     "seen": self.match.seen, "first_seen": self.match.first_seen,
+                     "last_seen": self.match.last_seen}
+        return {"verdict": self.verdict,
+                "score": None if self.score is None else round(self.score, 4),
+                "reason": self.reason or None, "match": match, "seen": self.seen,
+                "message_id": self.message_id,
+                "recipients_seen": list(self.recipients_seen),
+                "containment": None if self.containment is None else round(self.containment, 4),
+                "skipped_by": self.skipped_by}
+
+
+class Detector:
+    """Decides verdicts against a store, and records messages in it."""
+
+    def __init__(self, store: Store, settings: DetectorSettings, *, sketch_size: int,
+                 index_size: int) -> None:
+        self.store = store
+        self.settings = settings
+        self.sketch_size = sketch_size
+        self.index_size = index_size
+
+    # -- checking ----------------------------------------------------------------------
+
+    def _long_enough(self, fp: Fingerprint | Record) -> bool:
+        return fp.word_count >= self.settings.min_words and bool(fp.sketch)
+
+    def _histogram_applies(self, fp: Fingerprint | Record) -> bool:
+        return self.settings.histogram_rule and fp.histogram_chars >= \
+            self.settings.histogram_min_chars
+
+    def _has_content(self, fp: Fingerprint) -> bool:
+        return fp.word_count > 0 or fp.has_attachments
+
+    def probe(self, fp: Fingerprint, message_id: str | None) -> Probe:
+        s = self.settings
+        return Probe(
+            message_id_key=message_id_key(message_id) if s.match_message_id else None,
+            digest=fp.digest,
+            histogram=fp.histogram,
+            histogram_sum=fp.histogram_sum,
+            histogram_window=s.histogram_window if self._histogram_applies(fp) else 0,
+            histogram_max_positions=s.histogram_max_positions,
+            sketch_index=fp.sketch[:self.index_size] if self._long_enough(fp) else (),
+            chunk_index=tuple(d for d, _ in fp.chunks[:self.index_size]),
+            posting_cap=s.posting_cap,
+            max_candidates=s.max_candidates,
+        )
+
+    def check(self, fp: Fingerprint, message_id: str | None,
+              recipients: Sequence[str] = ()) -> Verdict:
+        """The verdict for one fingerprinted message (reads the store only)."""
+        candidates = self.store.lookup(self.probe(fp, message_id))
+        scoped = self.settings.scope == "recipient" and bool(recipients)
+        recipient_keys = {recipient_key(r): r for r in recipients} if scoped else {}
+        evidence: list[Evidence] = []
+        for doc_id, record in candidates.records.items():
+            found_by = [name for name, ids in (
+                ("message-id", candidates.by_message_id), ("digest", candidates.by_digest),
+                ("histogram", candidates.by_histogram), ("shingles", candidates.by_shingle),
+                ("attachments", candidates.by_chunk)) if doc_id in ids]
+            item = self._weigh(fp, message_id, record, found_by,
+                               candidates.by_histogram.get(doc_id))
+            if item.verdict != UNIQUE and scoped and record.recipients:
+                had = tuple(sorted(address for key, address in recipient_keys.items()
+                                   if key in record.recipients))
+                item.recipients_seen = had
+                if not had:
+                    item.note = f"{item.verdict} for other recipients only"
+                    item.verdict = UNIQUE
+            elif item.verdict != UNIQUE:
+                item.recipients_seen = tuple(recipients)
+            evidence.append(item)
+        evidence.sort(key=lambda e: (_RANK[e.verdict], e.score or 0.0, e.resemblance or 0.0),
+                      reverse=True)
+        verdict = Verdict(UNIQUE, None, "", None, fp, message_id, tuple(recipients),
+                          evidence=evidence)
+        if evidence and evidence[0].verdict != UNIQUE:
+            best = evidence[0]
+            seen = sorted({r for e in evidence if e.verdict != UNIQUE for r in e.recipients_seen})
+            verdict.verdict, verdict.score, verdict.reason = best.verdict, best.score, best.reason
+            verdict.match, verdict.recipients_seen = best.record, tuple(seen)
+        containments = [e.containment for e in evidence if e.containment is not None]
+        verdict.containment = max(containments) if containments else None
+        return verdict
+
+    def _weigh(self, fp: Fingerprint, message_id: str | None, record: Record,
+               found_by: list[str], histogram_positions: int | None) -> Evidence:
+        s = self.settings
+        item = Evidence(record=record, found_by=found_by)
+        if self._long_enough(fp) and self._long_enough(record):
+            item.resemblance = sketch_resemblance(fp.sketch, record.sketch, self.sketch_size)
+            # How much of the stored message the new one contains (reported, never acted on).
+            item.containment = sketch_containment(record.sketch, fp.sketch, self.sketch_size)
+        item.histogram_positions, item.histogram_largest = histogram_distance(
+            fp.histogram, record.histogram)
+        if fp.chunks and record.chunks:
+            item.attachment_similarity = chunk_similarity(fp.chunks, record.chunks)
+        key = message_id_key(message_id)
+        if s.match_message_id and key is not None and key == record.message_id_key:
+            item.verdict, item.reason, item.score = DUPLICATE, "message-id", 1.0
+        elif fp.digest == record.digest and self._has_content(fp):
+            item.verdict, item.reason, item.score = DUPLICATE, "digest", 1.0
+        elif item.resemblance is not None and item.resemblance >= s.resemblance_threshold:
+            item.verdict, item.reason, item.score = NEAR_DUPLICATE, "shingles", item.resemblance
+        elif (histogram_positions is not None and self._histogram_applies(fp)
+              and self._histogram_applies(record)
+              and item.histogram_positions <= s.histogram_max_positions):
+            item.verdict, item.reason = NEAR_DUPLICATE, "histogram"
+            item.score = 1.0 - item.histogram_positions / 36.0
+        elif (item.attachment_similarity is not None
+              and item.attachment_similarity >= s.attachment_threshold
+              and fp.word_count < s.min_words and record.word_count < s.min_words):
+            item.verdict, item.reason = NEAR_DUPLICATE, "attachments"
+            item.score = item.attachment_similarity
+        else:
+            item.note = self._why_not(fp, item)
+        return item
+
+    def _why_not(self, fp: Fingerprint, item: Evidence) -> str:
+        s = self.settings
+        if item.resemblance is not None:
+            return (f"resemblance {item.resemblance:.2f} below "
+                    f"{s.resemblance_threshold:.2f}")
+        if not self._long_enough(fp):
+            return f"fewer than {s.min_words} words: exact match only"
+        return "stored message too short for shingles"
+
+    # -- recording ---------------------------------------------------------------------
+
+    def record(self, verdict: Verdict, when: int) -> int:
+        """Remember a message.  Exact repeats bump the matched record; others are added.
+
+        A near-duplicate is stored as a record of its own, so that a drifting campaign
+        still matches its latest variant.
+        """
+        fp = verdict.fingerprint
+        keys = tuple(recipient_key(r) for r in verdict.recipients) \
+            if self.settings.scope == "recipient" else ()
+        exact = next((e.record for e in verdict.evidence
+                      if e.reason in ("digest", "message-id") and e.record.digest == fp.digest),
+                     None)
+        if exact is None:
+            exact = next((e.record for e in verdict.evidence if e.record.digest == fp.digest
+                          and self._has_content(fp)), None)
+        counter = getattr(self.store, "count_verdict", None)
+        if counter is not None:
+            counter(verdict.verdict, when)
+        if exact is not None:
+            self.store.touch(exact.doc_id, when, keys)
+            return exact.doc_id
+        seen = verdict.match.seen + 1 if verdict.match is not None else 1
+        record = Record(
+            histogram=fp.histogram, histogram_sum=fp.histogram_sum,
+            histogram_chars=fp.histogram_chars, sketch=fp.sketch,
+            shingle_count=fp.shingle_count, word_count=fp.word_count, digest=fp.digest,
+            message_id_key=message_id_key(verdict.message_id),
+            message_id=safe_message_id(verdict.message_id), chunks=fp.chunks,
+            recipients=keys, first_seen=when, last_seen=when, seen=seen)
+        return self.store.add(record)

@@ -1,0 +1,99 @@
+"""The core pipeline every front end calls: bytes → Message → Fingerprint → Verdict.
+
+One direction of data flow (see docs/design.md).  A front end turns its protocol into
+bytes plus envelope recipients, calls :meth:`Engine.check`, and turns the
+:class:`~mailfilter.detector.Verdict` into its protocol's action.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mailfilter import fingerprint as fingerprints
+from mailfilter.config import FingerprintSettings, Settings
+from mailfilter.detector import Detector, Verdict
+from mailfilter.message import parse
+from mailfilter.store import Store, open_store
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """A parsed and fingerprinted message: all the store-free work, picklable."""
+
+    message_id: str | None
+    fingerprint: fingerprints.Fingerprint
+    defects: tuple[str, ...]
+
+
+def analyse(raw: bytes, settings: FingerprintSettings) -> Analysis:
+    """Parse and fingerprint one message (pure; safe to run in a worker process)."""
+    message = parse(raw, max_body_bytes=settings.max_body_bytes)
+    fp = fingerprints.compute(
+        message, histogram=settings.histogram, ngram=settings.ngram,
+        sketch_size=settings.sketch_size, stoplist=frozenset(settings.stoplist),
+        chunk_average=settings.chunk_average, chunk_sample=settings.chunk_sample)
+    return Analysis(message.message_id, fp, message.defects)
+
+
+class Engine:
+    """A store plus a detector, opened once per process and shared by its threads."""
+
+    def __init__(self, settings: Settings, location: str | None = None, *,
+                 readonly: bool = False, create: bool = True, store: Store | None = None
+                 ) -> None:
+        self.settings = settings
+        fp = settings.fingerprint
+        self.store = store or open_store(
+            location or settings.store.location(), fp.store_parameters(),
+            map_size_mb=settings.store.map_size_mb,
+            file_mode=int(settings.store.file_mode, 8), create=create, readonly=readonly,
+            key_prefix=settings.store.key_prefix, timeout=settings.store.timeout,
+            retention_seconds=settings.store.retention_seconds())
+        self.detector = Detector(self.store, settings.detector, sketch_size=fp.sketch_size,
+                                 index_size=fp.index_size)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def analyse(self, raw: bytes) -> Analysis:
+        return analyse(raw, self.settings.fingerprint)
+
+    def check(self, raw: bytes, recipients: Sequence[str] = (), *, record: bool = True,
+              now: int | None = None) -> Verdict:
+        """Verdict on ``raw``; with ``record`` it is remembered in the same transaction."""
+        return self.decide(self.analyse(raw), recipients, record=record, now=now)
+
+    def decide(self, analysis: Analysis, recipients: Sequence[str] = (), *,
+               record: bool = True, now: int | None = None) -> Verdict:
+        """Verdict on an already analysed message (see :func:`analyse`)."""
+        when = int(time.time()) if now is None else now
+        recipients = tuple(recipients)
+
+        def check() -> Verdict:
+            verdict = self.detector.check(analysis.fingerprint, analysis.message_id,
+                                          recipients)
+            verdict.defects = analysis.defects
+            if record:
+                self.detector.record(verdict, when)
+            return verdict
+
+        if not record:
+            return check()
+        atomically = getattr(self.store, "atomically", None)
+        return atomically(check) if atomically else check()
+
+    def record(self, verdict: Verdict, now: int | None = None) -> int:
+        """Remember a message checked earlier with ``record=False`` (e.g. once accepted)."""
+        when = int(time.time()) if now is None else now
+        atomically = getattr(self.store, "atomically", None)
+        if atomically:
+            return atomically(lambda: self.detector.record(verdict, when))
+        return self.detector.record(verdict, when)
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,118 @@
+"""Messages from mailboxes on disk: mbox files, Maildirs and folders of one-message files.
+
+Order is part of the contract of ``dupfilter-db scan``: a folder of files is read sorted by
+path, an mbox in file order, a Maildir's ``cur`` then ``new`` sorted by name.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+_MBOX_SEPARATOR = re.compile(rb"(?:\A|\n\n)(From [^\n]*\n)")
+_MBOXRD_QUOTED = re.compile(rb"^>(>*From )", re.MULTILINE)
+_HEADER_START = re.compile(rb"\A(From [^\n]*\n)?[!-9;-~]+[ \t]*:")
+
+
+def looks_like_message(head: bytes) -> bool:
+    """True when ``head`` (the first bytes of a file) starts like a mail message."""
+    return bool(_HEADER_START.match(head))
+
+
+def is_maildir(path: Path) -> bool:
+    return path.is_dir() and (path / "cur").is_dir() and (path / "new").is_dir()
+
+
+def is_mbox(path: Path) -> bool:
+    """An mbox: a file that starts with a ``From `` line and holds more than one message,
+    or is named like an mbox (``.mbox``/``mbox``).  A one-message file with a ``From `` line
+    reads the same either way."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(5)
+    except OSError:
+        return False
+    return head == b"From " and (path.suffix == ".mbox" or path.name == "mbox" or
+                                 _mbox_count_at_least_two(path))
+
+
+def _mbox_count_at_least_two(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.readline()
+        previous_blank = False
+        for line in handle:
+            if previous_blank and line.startswith(b"From "):
+                return True
+            previous_blank = line in (b"\n", b"\r\n")
+    return False
+
+
+def read_mbox(path: Path) -> Iterator[tuple[str, bytes]]:
+    """Messages of an mbox in file order, ``From `` lines removed, mboxrd quoting undone."""
+    with path.open("rb") as handle:
+        try:
+            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # empty file
+            return
+        with data:
+            starts = [m.start(1) for m in _MBOX_SEPARATOR.finditer(data)]
+            if not starts:
+                yield f"{path}:1", bytes(data)
+                return
+            starts.append(len(data) + 2)
+            for number, (start, end) in enumerate(zip(starts, starts[1:]), 1):
+                message = bytes(data[start:end - 2] if end <= len(data) else data[start:])
+                first_line_end = message.find(b"\n") + 1
+                body = _MBOXRD_QUOTED.sub(rb"\1", message[first_line_end:])
+                yield f"{path}:{number}", body
+
+
+def _files_under(folder: Path) -> Iterator[Path]:
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                yield Path(root) / name
+
+
+def iter_messages(paths: list[str], skipped: list[str] | None = None
+                  ) -> Iterator[tuple[str, bytes]]:
+    """(label, raw bytes) for every message under ``paths``, in scan order.
+
+    Files that do not start like a message (a LICENSE in a corpus folder, say) are skipped
+    and their names appended to ``skipped``.
+    """
+    for name in paths:
+        path = Path(name)
+        if name == "-":
+            import sys
+            yield "-", sys.stdin.buffer.read()
+        elif is_maildir(path):
+            for sub in ("cur", "new"):
+                for file in sorted((path / sub).iterdir()):
+                    if file.is_file() and not file.name.startswith("."):
+                        yield str(file), file.read_bytes()
+        elif path.is_dir():
+            for file in sorted(_files_under(path), key=lambda p: str(p.relative_to(path))):
+                if is_maildir(file.parent.parent) and file.parent.name == "tmp":
+                    continue
+                yield from _file_messages(file, skipped)
+        elif path.exists():
+            yield from _file_messages(path, skipped, explicit=True)
+        else:
+            raise FileNotFoundError(f"{name}: no such file or folder")
+
+
+def _file_messages(file: Path, skipped: list[str] | None, explicit: bool = False
+                   ) -> Iterator[tuple[str, bytes]]:
+    if is_mbox(file):
+        yield from read_mbox(file)
+        return
+    data = file.read_bytes()
+    if explicit or looks_like_message(data[:4096]):
+        yield str(file), data
+    elif skipped is not None:
+        skipped.append(str(file))

@@ -1,0 +1,189 @@
+"""The memory of seen mail: the :class:`Store` protocol, records, and ``open_store``.
+
+A store keeps hashes and counts, never message text: a record is a fingerprint, the hashes
+of its recipients, times and a seen-counter, plus the Message-ID (needed for ``match=``).
+It answers one :class:`Probe` with one :class:`Candidates` (one read transaction, or one
+round trip for a networked store); it never decides verdicts.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import xxhash
+
+SCHEMA_VERSION = 1
+_MESSAGE_ID_MAX = 250
+_RECIPIENTS_MAX = 64
+_HEADER = struct.Struct(">BBIII36sHIII16s16sHHHH")
+_UNSAFE_ID = re.compile(r"[\x00-\x1f\x7f;]")
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used; the message is meant for the postmaster as it is."""
+
+
+class StoreMismatch(StoreError):
+    """The store was built with other fingerprint parameters."""
+
+
+def message_id_key(message_id: str | None) -> bytes | None:
+    """16-byte key of a Message-ID (angle brackets and case of the domain ignored)."""
+    if not message_id:
+        return None
+    value = message_id.strip().strip("<>").strip()
+    if not value:
+        return None
+    local, at, domain = value.rpartition("@")
+    normal = f"{local}@{domain.lower()}" if at else value
+    return xxhash.xxh3_128_digest(normal.encode("utf-8", "replace"))
+
+
+def recipient_key(address: str) -> int:
+    """64-bit hash of an envelope recipient (lowercased, brackets stripped)."""
+    return xxhash.xxh3_64_intdigest(address.strip().strip("<>").lower().encode("utf-8",
+                                                                                "replace"))
+
+
+def safe_message_id(message_id: str | None) -> str | None:
+    """A Message-ID fit for a header value: no CR/LF/controls/';', bounded length."""
+    if not message_id:
+        return None
+    cleaned = _UNSAFE_ID.sub("", message_id).strip()
+    return cleaned[:_MESSAGE_ID_MAX] or None
+
+
+@dataclass(slots=True)
+class Record:
+    """One remembered message."""
+
+    histogram: bytes
+    histogram_sum: int
+    histogram_chars: int
+    sketch: tuple[int, ...]
+    shingle_count: int
+    word_count: int
+    digest: bytes
+    message_id_key: bytes | None
+    message_id: str | None
+    chunks: tuple[tuple[int, int], ...] = ()
+    recipients: tuple[int, ...] = ()
+    first_seen: int = 0
+    last_seen: int = 0
+    seen: int = 1
+    doc_id: int = 0
+
+    def encode(self) -> bytes:
+        message_id = (self.message_id or "").encode("utf-8", "replace")[:_MESSAGE_ID_MAX]
+        recipients = self.recipients[:_RECIPIENTS_MAX]
+        head = _HEADER.pack(
+            SCHEMA_VERSION, 0, self.first_seen, self.last_seen, self.seen, self.histogram,
+            self.histogram_sum, self.histogram_chars, self.shingle_count, self.word_count,
+            self.digest, self.message_id_key or bytes(16), len(self.sketch), len(self.chunks),
+            len(recipients), len(message_id))
+        parts = [head, struct.pack(f">{len(self.sketch)}Q", *self.sketch)]
+        for digest, length in self.chunks:
+            parts.append(struct.pack(">QI", digest, length))
+        parts.append(struct.pack(f">{len(recipients)}Q", *recipients))
+        parts.append(message_id)
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, doc_id: int, data: bytes) -> Record:
+        (version, _flags, first_seen, last_seen, seen, histogram, histogram_sum,
+         histogram_chars, shingle_count, word_count, digest, msgid_key, n_sketch, n_chunks,
+         n_recipients, n_message_id) = _HEADER.unpack_from(data, 0)
+        if version != SCHEMA_VERSION:
+            raise StoreError(f"record {doc_id} has schema {version}, expected {SCHEMA_VERSION}")
+        offset = _HEADER.size
+        sketch = struct.unpack_from(f">{n_sketch}Q", data, offset)
+        offset += 8 * n_sketch
+        chunks = tuple(struct.unpack_from(">QI", data, offset + 12 * i) for i in range(n_chunks))
+        offset += 12 * n_chunks
+        recipients = struct.unpack_from(f">{n_recipients}Q", data, offset)
+        offset += 8 * n_recipients
+        message_id = bytes(data[offset:offset + n_message_id]).decode("utf-8", "replace")
+        return cls(histogram=bytes(histogram), histogram_sum=histogram_sum,
+                   histogram_chars=histogram_chars, sketch=tuple(sketch),
+                   shingle_count=shingle_count, word_count=word_count, digest=bytes(digest),
+                   message_id_key=None if msgid_key == bytes(16) else bytes(msgid_key),
+                   message_id=message_id or None, chunks=chunks, recipients=tuple(recipients),
+                   first_seen=first_seen, last_seen=last_seen, seen=seen, doc_id=doc_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What to look up for one message: every index, in one transaction."""
+
+    message_id_key: bytes | None
+    digest: bytes
+    histogram: bytes
+    histogram_sum: int
+    histogram_window: int          # 0 disables the histogram lookup
+    histogram_max_positions: int
+    sketch_index: tuple[int, ...]  # the sketch hashes to look up in the shingle index
+    chunk_index: tuple[int, ...]
+    posting_cap: int
+    max_candidates: int
+
+
+@dataclass(slots=True)
+class Candidates:
+    """Records found for a probe, and by which index each was found."""
+
+    records: dict[int, Record] = field(default_factory=dict)
+    by_message_id: list[int] = field(default_factory=list)
+    by_digest: list[int] = field(default_factory=list)
+    # doc id → number of histogram positions that differ (only those within the limit)
+    by_histogram: dict[int, int] = field(default_factory=dict)
+    # doc id → number of probe sketch hashes it shares
+    by_shingle: dict[int, int] = field(default_factory=dict)
+    by_chunk: dict[int, int] = field(default_factory=dict)
+    histogram_window_size: int = 0
+
+
+class Store(Protocol):
+    """What the detector and the admin commands need of a store."""
+
+    location: str
+
+    def lookup(self, probe: Probe) -> Candidates: ...
+
+    def add(self, record: Record) -> int: ...
+
+    def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None: ...
+
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+    def prune(self, before: int) -> int: ...
+
+    def forget(self, doc_ids: Sequence[int]) -> int: ...
+
+    def find_message_id(self, message_id: str) -> list[int]: ...
+
+    def records(self) -> Iterator[Record]: ...
+
+    def stats(self) -> dict[str, object]: ...
+
+    def verify(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+def open_store(location: str, parameters: dict[str, object], *, map_size_mb: int = 64,
+               file_mode: int = 0o600, create: bool = True, readonly: bool = False,
+               key_prefix: str = "dupfilter:", timeout: float = 2.0,
+               retention_seconds: float = 30 * 86400) -> Store:
+    """A store for ``location``: a ``redis://`` URL means Redis, anything else an LMDB folder."""
+    if location.startswith(("redis://", "rediss://", "unix://")):
+        from mailfilter.store.redis import RedisStore
+        return RedisStore(location, parameters, key_prefix=key_prefix, timeout=timeout,
+                          retention_seconds=retention_seconds)
+    from mailfilter.store.lmdb import LmdbStore
+    return LmdbStore(location, parameters, map_size_mb=map_size_mb, file_mode=file_mode,
+                     create=create, readonly=readonly)

@@ -1,0 +1,470 @@
+"""The embedded default store: one LMDB environment with named sub-databases.
+
+Keys are fixed-width big-endian so that ranges scan in order:
+
+=============  ==========================================  ============================
+sub-database   key                                         value
+=============  ==========================================  ============================
+``meta``       ``schema``, ``parameters``, ``next_id``     JSON / counters
+``docs``       id (u64)                                    encoded :class:`Record`
+``by_sum``     histogram sum (u16), dupsort+dupfixed       histogram (36) + id (u64)
+``by_shingle`` sketch hash (u64), dupsort+dupfixed         id (u64)
+``by_digest``  exact digest (16), dupsort+dupfixed         id (u64)
+``by_msgid``   Message-ID key (16), dupsort+dupfixed       id (u64)
+``by_chunk``   attachment chunk digest (u64), dupsort      id (u64)
+``by_time``    last seen (u32) + id (u64)                  empty
+``counts``     day (u32, days since epoch) + verdict       u64 count
+=============  ==========================================  ============================
+
+The ±window histogram lookup is one ``getmulti`` over consecutive sums, and the window's
+histograms are compared in one numpy operation, not a Python loop per candidate.  Many
+processes may share the store; the map grows when it is full.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import lmdb
+import numpy as np
+
+from mailfilter.store import (
+    SCHEMA_VERSION,
+    Candidates,
+    Probe,
+    Record,
+    StoreError,
+    StoreMismatch,
+    message_id_key,
+)
+
+T = TypeVar("T")
+_U64 = struct.Struct(">Q")
+_U16 = struct.Struct(">H")
+_TIME_ID = struct.Struct(">IQ")
+_DAY_VERDICT = struct.Struct(">IB")
+_HIST_ENTRY = 36 + 8
+_VERDICT_CODES = {"unique": 0, "duplicate": 1, "near-duplicate": 2}
+_MAX_MAP = 1 << 40
+_INDEXES = ("by_sum", "by_shingle", "by_digest", "by_msgid", "by_chunk")
+
+
+def _u64(value: int) -> bytes:
+    return _U64.pack(value)
+
+
+class LmdbStore:
+    """LMDB implementation of :class:`mailfilter.store.Store`."""
+
+    def __init__(self, location: str | os.PathLike[str], parameters: dict[str, object], *,
+                 map_size_mb: int = 64, file_mode: int = 0o600, create: bool = True,
+                 readonly: bool = False) -> None:
+        self.location = str(location)
+        path = Path(location)
+        data_file = path / "data.mdb"
+        if not data_file.exists():
+            if readonly or not create:
+                raise StoreError(f"no dupfilter store at {path} (run `dupfilter-db import` or "
+                                 "deliver a message to create one)")
+            try:
+                path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as error:
+                raise StoreError(f"cannot create store folder {path}: {error.strerror}") from None
+        elif not os.access(data_file, os.R_OK | (0 if readonly else os.W_OK)):
+            raise StoreError(f"store {path} is not {'readable' if readonly else 'writable'} "
+                             f"by this user (uid {os.getuid()})")
+        try:
+            self.env = lmdb.open(str(path), max_dbs=12, map_size=map_size_mb << 20,
+                                 mode=file_mode, readonly=readonly, create=create and not readonly,
+                                 lock=True, max_readers=256, readahead=False)
+        except lmdb.Error as error:
+            raise StoreError(f"cannot open store {path}: {error}") from None
+        self.readonly = readonly
+        self._local = threading.local()
+        self._grow_lock = threading.Lock()
+        try:
+            self.env.reader_check()
+            self._open_databases()
+            self._bind_parameters(parameters)
+        except lmdb.Error as error:
+            self.env.close()
+            raise StoreError(f"cannot open store {path}: {error}") from None
+        except StoreError:
+            self.env.close()
+            raise
+
+    # -- environment -------------------------------------------------------------------
+
+    def _open_databases(self) -> None:
+        create = not self.readonly
+        try:
+            def sub(name: str, **flags: bool) -> lmdb._Database:
+                return self.env.open_db(name.encode(), create=create, **flags)
+            self.meta = sub("meta")
+            self.docs = sub("docs")
+            self.by_time = sub("by_time")
+            self.counts = sub("counts")
+            self.index = {name: sub(name, dupsort=True, dupfixed=True) for name in _INDEXES}
+        except lmdb.NotFoundError:
+            raise StoreError(f"{self.location} is not a dupfilter store") from None
+
+    def _bind_parameters(self, parameters: dict[str, object]) -> None:
+        # How many of a record's smallest sketch hashes go into the shingle index.
+        self.index_size = int(parameters.get("index_size", 1 << 30))  # type: ignore[arg-type]
+        wanted = json.dumps(parameters, sort_keys=True)
+        with self.env.begin() as txn:
+            schema = txn.get(b"schema", db=self.meta)
+            stored = txn.get(b"parameters", db=self.meta)
+        if stored is None:
+            if self.readonly:
+                raise StoreError(f"{self.location} is not an initialised dupfilter store")
+            with self.env.begin(write=True) as txn:
+                if txn.get(b"parameters", db=self.meta) is None:
+                    txn.put(b"schema", str(SCHEMA_VERSION).encode(), db=self.meta)
+                    txn.put(b"parameters", wanted.encode(), db=self.meta)
+                    txn.put(b"created", _u64(int(time.time())), db=self.meta)
+            return
+        if schema is not None and int(schema) != SCHEMA_VERSION:
+            raise StoreMismatch(f"store {self.location} has schema {int(schema)}; this "
+                                f"dupfilter reads schema {SCHEMA_VERSION}")
+        have = json.loads(stored)
+        if have != json.loads(wanted):
+            differ = sorted(k for k in set(have) | set(parameters)
+                            if have.get(k) != parameters.get(k))
+            details = ", ".join(f"{k}={have.get(k)!r} (configured {parameters.get(k)!r})"
+                                for k in differ)
+            raise StoreMismatch(f"store {self.location} was built with other fingerprint "
+                                f"parameters: {details}; use those settings or a new store")
+
+    def _grow(self) -> None:
+        with self._grow_lock:
+            current = self.env.info()["map_size"]
+            if current >= _MAX_MAP:
+                raise StoreError(f"store {self.location} reached the largest map size")
+            self.env.set_mapsize(min(current * 2, _MAX_MAP))
+
+    def _txn(self) -> lmdb.Transaction | None:
+        return getattr(self._local, "txn", None)
+
+    def _read(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        txn = self._txn()
+        if txn is not None:
+            return fn(txn)
+        for _ in range(5):
+            try:
+                with self.env.begin(buffers=True) as txn:
+                    return fn(txn)
+            except lmdb.MapResizedError:
+                with self._grow_lock:
+                    self.env.set_mapsize(0)
+        raise StoreError(f"store {self.location}: map kept changing size")
+
+    def _write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        txn = self._txn()
+        if txn is not None:
+            return fn(txn)
+        return self.atomically(lambda: fn(self._local.txn))
+
+    def atomically(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` in one write transaction (lookups inside see and lock the store).
+
+        A full map is grown and ``fn`` run again; the map size another process set is
+        adopted.  Nested calls join the outer transaction.
+        """
+        if self.readonly:
+            raise StoreError(f"store {self.location} is open read-only")
+        if self._txn() is not None:
+            return fn()
+        for _ in range(40):
+            txn = None
+            try:
+                txn = self.env.begin(write=True)
+                self._local.txn = txn
+                result = fn()
+                txn.commit()
+                return result
+            except lmdb.MapFullError:
+                if txn is not None:
+                    txn.abort()
+                self._grow()
+            except lmdb.MapResizedError:
+                if txn is not None:
+                    txn.abort()
+                with self._grow_lock:
+                    self.env.set_mapsize(0)
+            except BaseException:
+                if txn is not None:
+                    txn.abort()
+                raise
+            finally:
+                self._local.txn = None
+        raise StoreError(f"store {self.location}: could not grow the map")
+
+    def transaction(self):  # noqa: ANN201 - kept for Store protocol symmetry
+        """Context manager form of :meth:`atomically` for callers that cannot retry."""
+        from contextlib import contextmanager
+
+        @contextmanager
+        def manager():  # noqa: ANN202
+            if self._txn() is not None:
+                yield
+                return
+            txn = self.env.begin(write=True)
+            self._local.txn = txn
+            try:
+                yield
+                txn.commit()
+            except BaseException:
+                txn.abort()
+                raise
+            finally:
+                self._local.txn = None
+        return manager()
+
+    # -- lookup ------------------------------------------------------------------------
+
+    def lookup(self, probe: Probe) -> Candidates:
+        return self._read(lambda txn: self._lookup(txn, probe))
+
+    def _postings(self, cursor: lmdb.Cursor, key: bytes, cap: int) -> list[int]:
+        """Newest ``cap`` ids under ``key`` (ids grow with time, so read from the end)."""
+        if not cursor.set_key(key):
+            return []
+        cursor.last_dup()
+        found = [_U64.unpack(cursor.value())[0]]
+        while len(found) < cap and cursor.prev_dup():
+            found.append(_U64.unpack(cursor.value())[0])
+        return found
+
+    def _lookup(self, txn: lmdb.Transaction, probe: Probe) -> Candidates:
+        result = Candidates()
+        cursor = txn.cursor(db=self.index["by_msgid"])
+        if probe.message_id_key:
+            result.by_message_id = self._postings(cursor, probe.message_id_key, 16)
+        cursor = txn.cursor(db=self.index["by_digest"])
+        result.by_digest = self._postings(cursor, probe.digest, 16)
+        if probe.histogram_window > 0:
+            self._histogram_window(txn, probe, result)
+        if probe.sketch_index:
+            hits: Counter[int] = Counter()
+            cursor = txn.cursor(db=self.index["by_shingle"])
+            for value in probe.sketch_index:
+                hits.update(self._postings(cursor, _u64(value), probe.posting_cap))
+            result.by_shingle = dict(hits.most_common(probe.max_candidates))
+        if probe.chunk_index:
+            hits = Counter()
+            cursor = txn.cursor(db=self.index["by_chunk"])
+            for value in probe.chunk_index:
+                hits.update(self._postings(cursor, _u64(value), probe.posting_cap))
+            result.by_chunk = dict(hits.most_common(probe.max_candidates))
+        wanted = (set(result.by_message_id) | set(result.by_digest) | set(result.by_histogram)
+                  | set(result.by_shingle) | set(result.by_chunk))
+        for doc_id in wanted:
+            data = txn.get(_u64(doc_id), db=self.docs)
+            if data is not None:
+                result.records[doc_id] = Record.decode(doc_id, data)
+        return result
+
+    def _histogram_window(self, txn: lmdb.Transaction, probe: Probe, result: Candidates) -> None:
+        low = max(0, probe.histogram_sum - probe.histogram_window)
+        keys = [_U16.pack(s) for s in range(low, probe.histogram_sum + probe.histogram_window + 1)
+                if s <= 0xFFFF]
+        cursor = txn.cursor(db=self.index["by_sum"])
+        packed = cursor.getmulti(keys, dupdata=True, dupfixed_bytes=_HIST_ENTRY, keyfixed=True)
+        if not packed:
+            return
+        entries = np.frombuffer(packed, dtype=np.uint8).reshape(-1, 2 + _HIST_ENTRY)
+        result.histogram_window_size = len(entries)
+        wanted = np.frombuffer(probe.histogram, dtype=np.uint8)
+        differing = (entries[:, 2:38] != wanted).sum(axis=1)
+        close = np.nonzero(differing <= probe.histogram_max_positions)[0]
+        if close.size > probe.max_candidates:
+            close = close[np.argsort(differing[close], kind="stable")[:probe.max_candidates]]
+        ids = entries[close, 38:46].copy().view(">u8").ravel()
+        result.by_histogram = {int(i): int(differing[c]) for i, c in zip(ids, close, strict=True)}
+
+    # -- writing -----------------------------------------------------------------------
+
+    def add(self, record: Record) -> int:
+        return self._write(lambda txn: self._add(txn, record))
+
+    def _add(self, txn: lmdb.Transaction, record: Record) -> int:
+        raw_next = txn.get(b"next_id", db=self.meta)
+        doc_id = _U64.unpack(raw_next)[0] if raw_next else 1
+        txn.put(b"next_id", _u64(doc_id + 1), db=self.meta)
+        record.doc_id = doc_id
+        key = _u64(doc_id)
+        txn.put(key, record.encode(), db=self.docs)
+        for name, index_key, value in self._index_entries(record):
+            txn.put(index_key, value, db=self.index[name], dupdata=True)
+        txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
+        return doc_id
+
+    def _index_entries(self, record: Record) -> Iterator[tuple[str, bytes, bytes]]:
+        key = _u64(record.doc_id)
+        yield "by_sum", _U16.pack(min(record.histogram_sum, 0xFFFF)), record.histogram + key
+        yield "by_digest", record.digest, key
+        if record.message_id_key:
+            yield "by_msgid", record.message_id_key, key
+        for value in record.sketch[:self.index_size]:
+            yield "by_shingle", _u64(value), key
+        for digest, _length in record.chunks:
+            yield "by_chunk", _u64(digest), key
+
+    def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None:
+        """Count one more sighting of a record, move it to ``when``, add recipients."""
+        self._write(lambda txn: self._touch(txn, doc_id, when, recipients))
+
+    def _touch(self, txn: lmdb.Transaction, doc_id: int, when: int,
+               recipients: Sequence[int]) -> None:
+        key = _u64(doc_id)
+        data = txn.get(key, db=self.docs)
+        if data is None:
+            return
+        record = Record.decode(doc_id, data)
+        txn.delete(_TIME_ID.pack(record.last_seen, doc_id), db=self.by_time)
+        record.seen += 1
+        record.last_seen = max(record.last_seen, when)
+        new = [r for r in recipients if r not in record.recipients]
+        record.recipients = (record.recipients + tuple(new))[-64:]
+        txn.put(key, record.encode(), db=self.docs)
+        txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
+
+    def count_verdict(self, verdict: str, when: int) -> None:
+        """Add one to the day's counter of ``verdict`` (for `dupfilter-db stats`)."""
+        def bump(txn: lmdb.Transaction) -> None:
+            key = _DAY_VERDICT.pack(when // 86400, _VERDICT_CODES.get(verdict, 0))
+            current = txn.get(key, db=self.counts)
+            txn.put(key, _u64((_U64.unpack(current)[0] if current else 0) + 1), db=self.counts)
+        self._write(bump)
+
+    def _delete(self, txn: lmdb.Transaction, doc_id: int) -> bool:
+        key = _u64(doc_id)
+        data = txn.get(key, db=self.docs)
+        if data is None:
+            return False
+        record = Record.decode(doc_id, data)
+        for name, index_key, value in self._index_entries(record):
+            txn.delete(index_key, value, db=self.index[name])
+        txn.delete(_TIME_ID.pack(record.last_seen, doc_id), db=self.by_time)
+        txn.delete(key, db=self.docs)
+        return True
+
+    def prune(self, before: int, batch: int = 2000) -> int:
+        """Remove records last seen before ``before`` (epoch seconds), oldest first.
+
+        Works in batches so that deliveries are never blocked for long.
+        """
+        removed = 0
+        while True:
+            def one_batch(txn: lmdb.Transaction) -> int:
+                cursor = txn.cursor(db=self.by_time)
+                victims = []
+                for raw_key in cursor.iternext(keys=True, values=False):
+                    seen, doc_id = _TIME_ID.unpack(bytes(raw_key))
+                    if seen >= before or len(victims) >= batch:
+                        break
+                    victims.append(doc_id)
+                for doc_id in victims:
+                    if not self._delete(txn, doc_id):
+                        txn.delete(_TIME_ID.pack(seen, doc_id), db=self.by_time)
+                return len(victims)
+            count = self._write(one_batch)
+            removed += count
+            if count < batch:
+                return removed
+
+    def forget(self, doc_ids: Sequence[int]) -> int:
+        return self._write(lambda txn: sum(self._delete(txn, d) for d in doc_ids))
+
+    def find_message_id(self, message_id: str) -> list[int]:
+        key = message_id_key(message_id)
+        if key is None:
+            return []
+        return self._read(lambda txn: self._postings(
+            txn.cursor(db=self.index["by_msgid"]), key, 1 << 20))
+
+    def get(self, doc_id: int) -> Record | None:
+        data = self._read(lambda txn: bytes(txn.get(_u64(doc_id), db=self.docs) or b""))
+        return Record.decode(doc_id, data) if data else None
+
+    # -- administration ----------------------------------------------------------------
+
+    def records(self) -> Iterator[Record]:
+        with self.env.begin() as txn:
+            for key, value in txn.cursor(db=self.docs):
+                yield Record.decode(_U64.unpack(key)[0], value)
+
+    def stats(self) -> dict[str, object]:
+        with self.env.begin() as txn:
+            records = txn.stat(self.docs)["entries"]
+            by_time = txn.cursor(db=self.by_time)
+            oldest = newest = None
+            if by_time.first():
+                oldest = _TIME_ID.unpack(by_time.key())[0]
+            if by_time.last():
+                newest = _TIME_ID.unpack(by_time.key())[0]
+            per_day: dict[int, dict[str, int]] = {}
+            names = {code: name for name, code in _VERDICT_CODES.items()}
+            for key, value in txn.cursor(db=self.counts):
+                day, code = _DAY_VERDICT.unpack(key)
+                per_day.setdefault(day, {})[names.get(code, "unique")] = _U64.unpack(value)[0]
+            postings = {name: txn.stat(db)["entries"] for name, db in self.index.items()}
+        info = self.env.info()
+        data_file = Path(self.location) / "data.mdb"
+        size = data_file.stat().st_size if data_file.exists() else 0
+        used = self.env.stat()["psize"] * (info["last_pgno"] + 1)
+        return {"backend": "lmdb", "location": self.location, "records": records,
+                "file_bytes": size, "used_bytes": used, "map_bytes": info["map_size"],
+                "oldest": oldest, "newest": newest, "postings": postings,
+                "verdicts_per_day": {day * 86400: counts for day, counts in
+                                     sorted(per_day.items())}}
+
+    def verify(self) -> list[str]:
+        """Every index entry points at a record that wants it, and every record is indexed."""
+        problems: list[str] = []
+        with self.env.begin() as txn:
+            expected: set[tuple[str, bytes, bytes]] = set()
+            times: set[bytes] = set()
+            for key, value in txn.cursor(db=self.docs):
+                doc_id = _U64.unpack(key)[0]
+                try:
+                    record = Record.decode(doc_id, value)
+                except (StoreError, struct.error) as error:
+                    problems.append(f"record {doc_id} cannot be decoded: {error}")
+                    continue
+                expected.update(self._index_entries(record))
+                times.add(_TIME_ID.pack(record.last_seen, doc_id))
+            for name, db in self.index.items():
+                for key, value in txn.cursor(db=db):
+                    entry = (name, bytes(key), bytes(value))
+                    if entry in expected:
+                        expected.discard(entry)
+                    else:
+                        problems.append(f"{name}: entry {bytes(key).hex()} → "
+                                        f"{bytes(value)[-8:].hex()} has no record that wants it")
+            for name, key, value in sorted(expected)[:100]:
+                problems.append(f"{name}: record {_U64.unpack(value[-8:])[0]} lacks its entry "
+                                f"{key.hex()}")
+            for key, _ in txn.cursor(db=self.by_time):
+                if bytes(key) in times:
+                    times.discard(bytes(key))
+                else:
+                    problems.append(f"by_time: entry {bytes(key).hex()} has no record")
+            for key in sorted(times)[:100]:
+                problems.append(f"by_time: record {_TIME_ID.unpack(key)[1]} not in time index")
+        return problems
+
+    def close(self) -> None:
+        try:
+            self.env.close()
+        except lmdb.Error:
+            pass
