@@ -15,8 +15,7 @@ from mailfilter.fingerprint import Fingerprint
 from mailfilter.similarity import (
     chunk_similarity,
     histogram_distance,
-    sketch_containment,
-    sketch_resemblance,
+    sketch_comparison,
 )
 from mailfilter.store import (
     Probe,
@@ -134,6 +133,7 @@ class Detector:
 
     def probe(self, fp: Fingerprint, message_id: str | None) -> Probe:
         s = self.settings
+        index = fp.sketch[:self.index_size] if self._long_enough(fp) else ()
         return Probe(
             message_id_key=message_id_key(message_id) if s.match_message_id else None,
             digest=fp.digest,
@@ -141,7 +141,8 @@ class Detector:
             histogram_sum=fp.histogram_sum,
             histogram_window=s.histogram_window if self._histogram_applies(fp) else 0,
             histogram_max_positions=s.histogram_max_positions,
-            sketch_index=fp.sketch[:self.index_size] if self._long_enough(fp) else (),
+            sketch_index=index,
+            min_shared=max(1, len(index) // 8),
             chunk_index=tuple(d for d, _ in fp.chunks[:self.index_size]),
             posting_cap=s.posting_cap,
             max_candidates=s.max_candidates,
@@ -189,9 +190,9 @@ class Detector:
         s = self.settings
         item = Evidence(record=record, found_by=found_by)
         if self._long_enough(fp) and self._long_enough(record):
-            item.resemblance = sketch_resemblance(fp.sketch, record.sketch, self.sketch_size)
-            # How much of the stored message the new one contains (reported, never acted on).
-            item.containment = sketch_containment(record.sketch, fp.sketch, self.sketch_size)
+            # Containment: how much of the stored message the new one holds (reported only).
+            item.resemblance, item.containment = sketch_comparison(
+                record.sketch, fp.sketch, self.sketch_size)
         item.histogram_positions, item.histogram_largest = histogram_distance(
             fp.histogram, record.histogram)
         if fp.chunks and record.chunks:

@@ -80,6 +80,20 @@ def tokenize(text: str, stoplist: Iterable[str] = ()) -> list[str]:
     return tokens
 
 
+_TOKEN_CACHE: dict[str, int] = {}
+_TOKEN_CACHE_MAX = 200_000
+
+
+def _token_hash(token: str) -> int:
+    """xxh3-64 of a token, memoised: mail vocabulary repeats, hashing is the hot path."""
+    value = _TOKEN_CACHE.get(token)
+    if value is None:
+        if len(_TOKEN_CACHE) >= _TOKEN_CACHE_MAX:
+            _TOKEN_CACHE.clear()
+        value = _TOKEN_CACHE[token] = xxhash.xxh3_64_intdigest(token.encode("utf-8"))
+    return value
+
+
 def shingle_hashes(tokens: Sequence[str], ngram: int) -> np.ndarray:
     """Distinct stable 64-bit hashes of every word n-gram (sorted, dtype uint64).
 
@@ -89,9 +103,7 @@ def shingle_hashes(tokens: Sequence[str], ngram: int) -> np.ndarray:
     """
     if len(tokens) < ngram:
         return np.empty(0, dtype=_UINT64)
-    vocabulary = {token: xxhash.xxh3_64_intdigest(token.encode("utf-8")) for token in tokens}
-    token_hashes = np.fromiter((vocabulary[t] for t in tokens), dtype=_UINT64,
-                               count=len(tokens))
+    token_hashes = np.fromiter(map(_token_hash, tokens), dtype=_UINT64, count=len(tokens))
     count = len(tokens) - ngram + 1
     with np.errstate(over="ignore"):
         combined = token_hashes[:count].copy()

@@ -23,7 +23,6 @@ from selectolax.lexbor import LexborHTMLParser
 # A body separator exactly as chisto finds it: the first two consecutive LF bytes.
 _CHISTO_SEPARATOR = b"\n\n"
 _MBOX_FROM = re.compile(rb"\AFrom [^\n]*\n")
-_QUOTED_LINE = re.compile(r"^[ \t]*(>|\|>)")
 # "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, and Outlook's separator line.
 _ATTRIBUTION = re.compile(
     r"(^(on|am|le|el)\b.{0,200}\b(wrote|writes|schrieb|a écrit|escribió)\s*:\s*$)"
@@ -34,6 +33,14 @@ _OUTLOOK_ORIGINAL = re.compile(r"^-{2,}\s*original message\s*-{2,}\s*$", re.IGNO
 _SIGNATURE = re.compile(r"^-- ?$")
 _LIST_FOOTER = re.compile(r"^_{20,}\s*$")
 _FOOTER_MAX_LINES = 12
+_NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
+_UNFOLD = re.compile(rb"\n[ \t]+")
+_HEADER_LINE = re.compile(rb"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$", re.MULTILINE)
+_PARAM = re.compile(r";\s*([!#-'*+.0-9A-Z^-~-]+)\s*=\s*(\"[^\"]*\"|[^;\s]*)")
+_EMPTY_PARAMS = re.compile(rb";(?:[ \t]*;)+")
+_FAST_HEADERS = (b"content-type", b"content-transfer-encoding", b"content-disposition",
+                 b"message-id", b"date")
+_HEADER_FIELD_MAX = 8192
 _HTML_DROP = "script, style, head, title, noscript, template"
 _MAX_PARTS = 200
 _MAX_DEPTH = 20
@@ -70,18 +77,11 @@ def raw_body(raw: bytes) -> bytes:
     return b"" if at < 0 else raw[at + 2:]
 
 
-def _decode_payload(part: email.message.Message, defects: list[str]) -> bytes:
-    """Transfer-decode one part leniently (bad base64 and QP still give bytes)."""
-    payload = part.get_payload()
-    if isinstance(payload, list):
-        return b""
-    if isinstance(payload, str):
-        data = payload.encode("latin-1", "replace")
-    else:
-        data = payload or b""
-    encoding = str(part.get("content-transfer-encoding", "")).strip().lower()
+def transfer_decode(data: bytes, encoding: str, defects: list[str]) -> bytes:
+    """Undo a Content-Transfer-Encoding leniently (bad base64 and QP still give bytes)."""
+    encoding = encoding.strip().lower()
     if encoding == "base64":
-        cleaned = re.sub(rb"[^A-Za-z0-9+/]", b"", data)
+        cleaned = _NOT_BASE64.sub(b"", data)
         cleaned = cleaned[: len(cleaned) - len(cleaned) % 4]
         try:
             return binascii.a2b_base64(cleaned)
@@ -97,17 +97,29 @@ def _decode_payload(part: email.message.Message, defects: list[str]) -> bytes:
     return data
 
 
+def _decode_payload(part: email.message.Message, defects: list[str]) -> bytes:
+    payload = part.get_payload()
+    if isinstance(payload, list):
+        return b""
+    data = payload.encode("latin-1", "replace") if isinstance(payload, str) else payload or b""
+    return transfer_decode(data, str(part.get("content-transfer-encoding", "")), defects)
+
+
+def _known_charset(charset: str | None) -> str | None:
+    if not charset:
+        return None
+    try:
+        return codecs.lookup(charset.strip().strip('"').strip("'")).name
+    except (LookupError, ValueError):
+        return None
+
+
 def _charset_of(part: email.message.Message) -> str | None:
     try:
         charset = part.get_content_charset()
     except Exception:  # noqa: BLE001 - RFC 2231 garbage in parameters
         return None
-    if not charset:
-        return None
-    try:
-        return codecs.lookup(charset).name
-    except (LookupError, ValueError):
-        return None
+    return _known_charset(charset)
 
 
 def decode_text(data: bytes, charset: str | None, defects: list[str] | None = None) -> str:
@@ -160,30 +172,24 @@ def split_quotes(text: str) -> tuple[str, str]:
     lines = text.split("\n")
     kept: list[str] = []
     aside: list[str] = []
+    last = len(lines)
     for index, line in enumerate(lines):
-        stripped = line.rstrip()
-        if _SIGNATURE.match(stripped) or _OUTLOOK_ORIGINAL.match(stripped):
-            aside.extend(lines[index:])
-            break
-        if _LIST_FOOTER.match(stripped) and len(lines) - index <= _FOOTER_MAX_LINES + 1:
-            aside.extend(lines[index:])
-            break
-        if _QUOTED_LINE.match(line) or (len(stripped) < 250 and _ATTRIBUTION.match(stripped)):
+        head = line.lstrip()[:2]
+        if head[:1] == ">" or head == "|>":
             aside.append(line)
-        else:
-            kept.append(line)
+            continue
+        if head[:1] in ("-", "_"):
+            stripped = line.rstrip()
+            if _SIGNATURE.match(stripped) or _OUTLOOK_ORIGINAL.match(stripped) or (
+                    _LIST_FOOTER.match(stripped) and last - index <= _FOOTER_MAX_LINES + 1):
+                aside.extend(lines[index:])
+                break
+        elif line.rstrip().endswith(":") and len(line) < 250 and _ATTRIBUTION.match(
+                line.strip()):
+            aside.append(line)
+            continue
+        kept.append(line)
     return "\n".join(kept), "\n".join(aside)
-
-
-def _header(msg: email.message.Message, name: str) -> str | None:
-    try:
-        value = msg.get(name)
-    except Exception:  # noqa: BLE001
-        return None
-    if value is None:
-        return None
-    value = str(value).strip()
-    return value or None
 
 
 def _filename(part: email.message.Message) -> str | None:
@@ -227,17 +233,22 @@ class _Collector:
             if isinstance(inner, email.message.Message):
                 self.walk(inner, depth + 1)
             return
-        disposition = str(part.get("content-disposition", "")).lower()
-        is_attachment = disposition.startswith("attachment") or (
-            _filename(part) is not None and maintype == "text" and
-            part.get_content_subtype() not in ("plain", "html"))
-        data = _decode_payload(part, self.defects)
-        if maintype == "text" and not is_attachment and content_type in (
-                "text/plain", "text/html", "text/enriched", "text/richtext"):
-            text = decode_text(data, _charset_of(part), self.defects)
-            self.texts.append(html_to_text(text) if content_type == "text/html" else text)
+        self.leaf(content_type, _charset_of(part),
+                  str(part.get("content-disposition", "")), _filename(part),
+                  _decode_payload(part, self.defects))
+
+    def leaf(self, content_type: str, charset: str | None, disposition: str,
+             filename: str | None, data: bytes) -> None:
+        """One non-multipart part: text (decoded, HTML reduced) or an attachment."""
+        maintype, _, subtype = content_type.partition("/")
+        is_attachment = disposition.lower().lstrip().startswith("attachment") or (
+            filename is not None and maintype == "text" and subtype not in ("plain", "html"))
+        if maintype == "text" and not is_attachment and subtype in (
+                "plain", "html", "enriched", "richtext"):
+            text = decode_text(data, charset, self.defects)
+            self.texts.append(html_to_text(text) if subtype == "html" else text)
         elif data:
-            self.attachments.append(Attachment(content_type, _filename(part), data))
+            self.attachments.append(Attachment(content_type, filename, data))
 
     def _alternative(self, children: list, depth: int) -> None:
         """Prefer text/plain (if it has words), else the richest other choice."""
@@ -255,51 +266,93 @@ class _Collector:
                 return
 
 
+def _read_headers(head: bytes) -> dict[bytes, str]:
+    """The few header fields dupfilter needs, unfolded, first occurrence, length-capped.
+
+    A hand-rolled reader: no header objects are built, so a pathological 14 KB header
+    costs microseconds.
+    """
+    found: dict[bytes, str] = {}
+    for match in _HEADER_LINE.finditer(_UNFOLD.sub(b" ", head)):
+        name = match.group(1).lower()
+        if name in _FAST_HEADERS and name not in found:
+            found[name] = match.group(2)[:_HEADER_FIELD_MAX].decode("latin-1").strip()
+    return found
+
+
+def _media_type(value: str) -> tuple[str, dict[str, str]]:
+    """(lowercased type/subtype, parameters) of a Content-Type value; text/plain if bad."""
+    media = value.split(";", 1)[0].strip().lower()
+    if "/" not in media:
+        media = "text/plain"
+    params = {key.lower(): val.strip('"') for key, val in _PARAM.findall(value[:4096])}
+    return media, params
+
+
 def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024) -> Message:
     """Parse one message; never raises on bad input (see ``Message.defects``).
 
-    Only the first ``max_body_bytes`` of the body are parsed, so that huge mail costs
-    bounded time and memory; ``raw_body`` is likewise capped.
+    Single-part mail (most of it) is decoded directly; only multipart mail goes through
+    the standard library's parser.  Only the first ``max_body_bytes`` of the body are
+    parsed, so that huge mail costs bounded time and memory; ``raw_body`` is likewise
+    capped.
     """
-    defects: list[str] = []
     if not isinstance(raw, (bytes, bytearray, memoryview)):
         raise TypeError("parse() takes bytes")
     raw = bytes(raw)
-    chisto_body = raw_body(raw)
+    defects: list[str] = []
+    chisto_body = raw_body(raw)[:max_body_bytes]
     data = _MBOX_FROM.sub(b"", raw, count=1)
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    head_end = data.find(b"\n\n")
-    if head_end < 0 and not re.match(rb"\A[!-9;-~]+:", data):
-        defects.append("no header/body separator")
-    if head_end >= 0 and len(data) - head_end > max_body_bytes:
-        data = data[: head_end + 2 + max_body_bytes]
+    if data.startswith(b"\n"):
+        head, body = b"", data[1:]
+    else:
+        head_end = data.find(b"\n\n")
+        if head_end >= 0:
+            head, body = data[:head_end + 1], data[head_end + 2:]
+        elif _HEADER_LINE.match(data):
+            head, body = data, b""
+            defects.append("no header/body separator: all header, no body")
+        else:
+            head, body = b"", data
+            defects.append("no header/body separator: read as body")
+    if len(body) > max_body_bytes:
+        body = body[:max_body_bytes]
         defects.append(f"body truncated to {max_body_bytes} bytes for fingerprinting")
-    try:
-        msg = email.message_from_bytes(data)
-    except Exception as error:  # noqa: BLE001 - the parser should not raise, but be sure
-        defects.append(f"unparseable MIME ({type(error).__name__})")
-        body = data[head_end + 2:] if head_end >= 0 else data
-        text, quoted = split_quotes(decode_text(body, None, defects))
-        return Message(None, None, chisto_body[:max_body_bytes], text, quoted, (),
-                       tuple(defects))
+    headers = _read_headers(head)
+    media, params = _media_type(headers.get(b"content-type", "text/plain"))
     collector = _Collector()
-    try:
-        collector.walk(msg)
-    except Exception as error:  # noqa: BLE001 - fall back to the undecoded body as text
-        defects.append(f"MIME walk failed ({type(error).__name__}); using the plain body")
-        body = data[head_end + 2:] if head_end >= 0 else b""
-        collector.texts = [decode_text(body, None, defects)]
+    if not media.startswith("multipart/") and media != "message/rfc822":
+        disposition = headers.get(b"content-disposition", "")
+        filename = (_media_type("x/x;" + disposition)[1].get("filename")
+                    or params.get("name"))
+        payload = transfer_decode(body, headers.get(b"content-transfer-encoding", ""),
+                                  collector.defects)
+        collector.leaf(media, _known_charset(params.get("charset")), disposition, filename,
+                       payload)
+    else:
+        _walk_mime(_EMPTY_PARAMS.sub(b";", head) + b"\n" + body, collector, defects)
     defects.extend(collector.defects)
-    defects.extend(type(d).__name__ for d in (msg.defects or [])[:5])
-    full_text = "\n".join(collector.texts)
-    text, quoted = split_quotes(full_text)
+    text, quoted = split_quotes("\n".join(collector.texts))
     return Message(
-        message_id=_header(msg, "message-id"),
-        date=_header(msg, "date"),
-        raw_body=chisto_body[:max_body_bytes],
+        message_id=headers.get(b"message-id") or None,
+        date=headers.get(b"date") or None,
+        raw_body=chisto_body,
         text=text,
         quoted=quoted,
         attachments=tuple(collector.attachments),
         defects=tuple(defects),
     )
+
+
+def _walk_mime(data: bytes, collector: _Collector, defects: list[str]) -> None:
+    """Multipart mail through the standard library parser (compat32: no header objects)."""
+    try:
+        msg = email.message_from_bytes(data)
+        collector.walk(msg)
+        defects.extend(type(d).__name__ for d in (msg.defects or [])[:5])
+    except Exception as error:  # noqa: BLE001 - fall back to the undecoded body as text
+        defects.append(f"MIME parsing failed ({type(error).__name__}); using the raw body")
+        body = data.split(b"\n\n", 1)[-1]
+        collector.texts = [decode_text(body, None, defects)]

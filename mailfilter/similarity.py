@@ -41,33 +41,36 @@ def containment(a: Iterable[int], b: Iterable[int]) -> float:
     return len(set_a & set_b) / len(set_a) if set_a else 0.0
 
 
-def _union_sample(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int) -> list[int]:
-    return sorted(set(sketch_a) | set(sketch_b))[:k]
+def sketch_comparison(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int
+                      ) -> tuple[float, float]:
+    """(resemblance of A and B, containment of A in B) estimated from bottom-k sketches.
+
+    The k smallest hashes of the union are a uniform sample of the union (Broder): the
+    share of them present in both sketches estimates |A∩B| / |A∪B|.  Within that sample,
+    membership in B is exact (anything of B that small is in B's sketch), so the share of
+    A's sampled hashes also in B estimates |A∩B| / |A|.
+    """
+    set_a, set_b = set(sketch_a), set(sketch_b)
+    sample = sorted(set_a | set_b)[:k]
+    if not sample:
+        return 0.0, 0.0
+    both = of_a = 0
+    for value in sample:
+        if value in set_a:
+            of_a += 1
+            if value in set_b:
+                both += 1
+    return both / len(sample), (both / of_a if of_a else 0.0)
 
 
 def sketch_resemblance(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int) -> float:
-    """Resemblance estimated from two bottom-k sketches (Broder's estimator).
-
-    The k smallest hashes of the union are a uniform sample of the union; the share of them
-    present in both sketches estimates |A∩B| / |A∪B|.
-    """
-    sample = _union_sample(sketch_a, sketch_b, k)
-    if not sample:
-        return 0.0
-    set_a, set_b = set(sketch_a), set(sketch_b)
-    return sum(1 for h in sample if h in set_a and h in set_b) / len(sample)
+    """Resemblance estimated from two bottom-k sketches (see :func:`sketch_comparison`)."""
+    return sketch_comparison(sketch_a, sketch_b, k)[0]
 
 
 def sketch_containment(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int) -> float:
-    """Containment of A in B estimated from bottom-k sketches.
-
-    Within the union's bottom-k sample, membership in B is exact (anything of B that small
-    is in B's sketch), so the share of A's sampled hashes also in B estimates |A∩B| / |A|.
-    """
-    sample = _union_sample(sketch_a, sketch_b, k)
-    set_a, set_b = set(sketch_a), set(sketch_b)
-    of_a = [h for h in sample if h in set_a]
-    return sum(1 for h in of_a if h in set_b) / len(of_a) if of_a else 0.0
+    """Containment of A in B estimated from bottom-k sketches."""
+    return sketch_comparison(sketch_a, sketch_b, k)[1]
 
 
 # -- seed 004 --------------------------------------------------------------------------

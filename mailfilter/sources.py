@@ -6,6 +6,7 @@ path, an mbox in file order, a Maildir's ``cur`` then ``new`` sorted by name.
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import re
@@ -63,7 +64,7 @@ def read_mbox(path: Path) -> Iterator[tuple[str, bytes]]:
                 yield f"{path}:1", bytes(data)
                 return
             starts.append(len(data) + 2)
-            for number, (start, end) in enumerate(zip(starts, starts[1:]), 1):
+            for number, (start, end) in enumerate(itertools.pairwise(starts), 1):
                 message = bytes(data[start:end - 2] if end <= len(data) else data[start:])
                 first_line_end = message.find(b"\n") + 1
                 body = _MBOXRD_QUOTED.sub(rb"\1", message[first_line_end:])

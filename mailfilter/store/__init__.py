@@ -127,6 +127,7 @@ class Probe:
     histogram_window: int          # 0 disables the histogram lookup
     histogram_max_positions: int
     sketch_index: tuple[int, ...]  # the sketch hashes to look up in the shingle index
+    min_shared: int                # candidates must share at least this many of them
     chunk_index: tuple[int, ...]
     posting_cap: int
     max_candidates: int

@@ -258,7 +258,9 @@ class LmdbStore:
             cursor = txn.cursor(db=self.index["by_shingle"])
             for value in probe.sketch_index:
                 hits.update(self._postings(cursor, _u64(value), probe.posting_cap))
-            result.by_shingle = dict(hits.most_common(probe.max_candidates))
+            result.by_shingle = {doc_id: count for doc_id, count in
+                                 hits.most_common(probe.max_candidates)
+                                 if count >= probe.min_shared}
         if probe.chunk_index:
             hits = Counter()
             cursor = txn.cursor(db=self.index["by_chunk"])

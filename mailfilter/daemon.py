@@ -1,0 +1,240 @@
+"""Helpers shared by the daemons (``dupfilter-milter``, ``dupfilter-smtpd``).
+
+Nothing here knows a mail protocol: logging one ``key=value`` line per message to stderr
+(journald) or syslog, the common command-line flags, shutdown signals, and refusing root or
+dropping to an unprivileged user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.handlers
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from types import FrameType
+from typing import Any
+
+from mailfilter.config import ConfigError, LogSettings, Settings, load_settings
+
+SYSLOG_SOCKET = "/dev/log"
+_PLAIN = re.compile(r"[^\s\"\\=]*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class DaemonError(RuntimeError):
+    """A start-up problem worded for the postmaster (exit status 2, no traceback)."""
+
+
+# ----------------------------------------------------------------------------- logging
+
+def setup_logging(settings: LogSettings, name: str = "dupfilter") -> logging.Logger:
+    """The daemon's logger, writing to stderr or to syslog (facility mail).
+
+    stderr lines carry no timestamp (journald and supervisors add their own).  When syslog is
+    asked for but ``/dev/log`` is missing, the logger falls back to stderr and says so.
+    Calling it again replaces the handlers (tests, re-configuration).
+    """
+    logger = logging.getLogger(name)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    level = logging.getLevelName(settings.level.upper())
+    logger.setLevel(level if isinstance(level, int) else logging.INFO)
+    logger.propagate = False
+    problem = None
+    handler: logging.Handler
+    if settings.target == "syslog":
+        try:
+            if not os.path.exists(SYSLOG_SOCKET):
+                raise FileNotFoundError(2, "no such socket")
+            handler = logging.handlers.SysLogHandler(
+                address=SYSLOG_SOCKET, facility=logging.handlers.SysLogHandler.LOG_MAIL)
+            handler.setFormatter(logging.Formatter(f"{name}[{os.getpid()}]: %(message)s"))
+        except OSError as error:
+            problem = (f"syslog unavailable ({SYSLOG_SOCKET}: {error.strerror}); "
+                       "logging to stderr")
+            handler = _stderr_handler()
+    else:
+        handler = _stderr_handler()
+    logger.addHandler(handler)
+    if problem:
+        logger.warning(problem)
+    return logger
+
+
+def _stderr_handler() -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    return handler
+
+
+def format_value(value: Any) -> str:
+    """One value of a ``key=value`` line: ``-`` for None, short floats, quoted if needed."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4f}".rstrip("0").rstrip(".") if value == value else "nan"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        value = ",".join(str(item) for item in value)
+    text = _CONTROL.sub(" ", str(value))
+    if text and _PLAIN.fullmatch(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def format_fields(fields: Mapping[str, Any]) -> str:
+    """``key=value key=value ...`` in the order given (the order is part of the format)."""
+    return " ".join(f"{key}={format_value(value)}" for key, value in fields.items())
+
+
+def log_verdict(logger: logging.Logger, level: int = logging.INFO, **fields: Any) -> None:
+    """Write one stable ``key=value`` line (fields in call order) for one message."""
+    logger.log(level, format_fields(fields))
+
+
+def verdict_fields(verdict: Any) -> dict[str, Any]:
+    """The log fields of a :class:`~mailfilter.detector.Verdict` (stable keys and order)."""
+    match = getattr(verdict, "match", None)
+    score = verdict.score if verdict.is_duplicate else None
+    if verdict.is_duplicate and score is None:
+        score = 1.0
+    defects = tuple(getattr(verdict, "defects", ()) or ())
+    return {
+        "verdict": verdict.verdict,
+        "score": None if score is None else round(float(score), 4),
+        "reason": verdict.reason or None,
+        "match": _message_id(match.message_id) if match is not None else None,
+        "match_doc": match.doc_id if match is not None else None,
+        "seen": verdict.seen,
+        "msgid": _message_id(verdict.message_id),
+        "rcpts_seen": len(verdict.recipients_seen),
+        "defects": len(defects),
+    }
+
+
+def _message_id(value: str | None) -> str | None:
+    if not value:
+        return None
+    value = _CONTROL.sub("", value).strip()[:250]
+    return f"<{value.strip('<>')}>" if value else None
+
+
+# ------------------------------------------------------------------ command line, settings
+
+def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
+    """--config, --db, --user, --allow-root: the flags every daemon shares."""
+    parser.add_argument("--config", metavar="FILE",
+                        help="TOML settings (default: $DUPFILTER_CONFIG, the user's, then "
+                             "/etc/dupfilter/dupfilter.toml; none: built-in defaults)")
+    parser.add_argument("--db", metavar="DIR",
+                        help="store location: an LMDB folder or a redis:// URL "
+                             "(overrides store.path)")
+    parser.add_argument("--user", metavar="NAME",
+                        help="when started as root, switch to this user (and its groups) "
+                             "after opening the listening socket")
+    parser.add_argument("--allow-root", action="store_true",
+                        help="run as root (refused otherwise)")
+
+
+def load_daemon_settings(args: argparse.Namespace) -> Settings:
+    """Settings from ``--config`` (or the search order) with ``--db`` applied."""
+    settings = load_settings(getattr(args, "config", None))
+    db = getattr(args, "db", None)
+    if db:
+        settings.store.path = db
+    return settings
+
+
+def exit_on_config_error(program: str, error: ConfigError | DaemonError) -> int:
+    """Print a start-up error the way every daemon does; returns the exit status (2)."""
+    print(f"{program}: {error}", file=sys.stderr)
+    return 2
+
+
+# --------------------------------------------------------------------------- signals
+
+def install_shutdown_handler(callback: Callable[[int], None],
+                             signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT)
+                             ) -> None:
+    """Call ``callback(signum)`` on SIGTERM/SIGINT (main thread only).
+
+    The callback runs in the main thread between bytecodes: it should only set flags or
+    ask a server loop to stop, never block.
+    """
+    def handler(signum: int, frame: FrameType | None) -> None:
+        callback(signum)
+
+    for signum in signals:
+        signal.signal(signum, handler)
+
+
+# -------------------------------------------------------------------------- privileges
+
+def check_privileges(user: str | None, allow_root: bool,
+                     logger: logging.Logger | None = None) -> None:
+    """Refuse root unless allowed; as root with ``user``, become that user for good.
+
+    Call it after the privileged set-up (binding a socket, opening files that root owns).
+    Raises :class:`DaemonError` with a message for the postmaster.
+    """
+    euid = os.geteuid()
+    if user:
+        import grp
+        import pwd
+        try:
+            entry = pwd.getpwnam(user)
+        except KeyError:
+            raise DaemonError(f"--user {user}: no such user") from None
+        if euid == entry.pw_uid:
+            return
+        if euid != 0:
+            raise DaemonError(f"--user {user}: only root can switch users "
+                              f"(running as uid {euid})")
+        groups = [g.gr_gid for g in grp.getgrall() if user in g.gr_mem]
+        os.setgroups(sorted({entry.pw_gid, *groups}))
+        os.setgid(entry.pw_gid)
+        os.setuid(entry.pw_uid)
+        os.environ["HOME"] = entry.pw_dir
+        os.environ["USER"] = os.environ["LOGNAME"] = entry.pw_name
+        if os.geteuid() == 0 or os.getuid() == 0:
+            raise DaemonError(f"--user {user}: could not drop root privileges")
+        if logger is not None:
+            logger.info("running as user %s (uid %d, gid %d)", user, entry.pw_uid,
+                        entry.pw_gid)
+        return
+    if euid == 0 and not allow_root:
+        raise DaemonError("refusing to run as root: pass --user NAME to switch to an "
+                          "unprivileged user, or --allow-root")
+
+
+def set_socket_permissions(path: str, mode: str | int, group: str | None,
+                           logger: logging.Logger | None = None) -> None:
+    """chmod (and chgrp, when the group exists) a unix socket or file; never raises.
+
+    A missing group is logged and skipped: the mode alone may already be enough.
+    """
+    try:
+        os.chmod(path, int(mode, 8) if isinstance(mode, str) else mode)
+    except (OSError, ValueError) as error:
+        if logger is not None:
+            logger.warning("cannot set mode %s on %s: %s", mode, path, error)
+    if not group:
+        return
+    import grp
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        if logger is not None:
+            logger.warning("socket group %r does not exist; %s keeps its group", group, path)
+        return
+    try:
+        os.chown(path, -1, gid)
+    except OSError as error:
+        if logger is not None:
+            logger.warning("cannot give %s to group %s: %s", path, group, error.strerror)
