@@ -82,7 +82,11 @@ def transfer_decode(data: bytes, encoding: str, defects: list[str]) -> bytes:
     encoding = encoding.strip().lower()
     if encoding == "base64":
         cleaned = _NOT_BASE64.sub(b"", data)
-        cleaned = cleaned[: len(cleaned) - len(cleaned) % 4]
+        remainder = len(cleaned) % 4
+        if remainder == 1:      # one stray character cannot encode anything: drop it
+            cleaned = cleaned[:-1]
+        elif remainder:
+            cleaned += b"=" * (4 - remainder)
         try:
             return binascii.a2b_base64(cleaned)
         except (binascii.Error, ValueError):

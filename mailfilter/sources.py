@@ -13,7 +13,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-_MBOX_SEPARATOR = re.compile(rb"(?:\A|\n\n)(From [^\n]*\n)")
+# A separator is a "From " line after a blank line that ends in a date's year (as mutt's
+# is_from does), so that an unescaped "From here on" in a body does not split a message.
+_MBOX_SEPARATOR = re.compile(
+    rb"(?:\A|\n\n)(From [^\n]*?\d\d:\d\d(?::\d\d)?[^\n]*?\d{4}[^\n]*\n)")
 _MBOXRD_QUOTED = re.compile(rb"^>(>*From )", re.MULTILINE)
 _HEADER_START = re.compile(rb"\A(From [^\n]*\n)?[!-9;-~]+[ \t]*:")
 

@@ -1,0 +1,251 @@
+"""The commands as a user runs them: `dupfilter` and `dupfilter-db`, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import make_message, paragraph_text
+
+DUPFILTER = shutil.which("dupfilter")
+DUPFILTER_DB = shutil.which("dupfilter-db")
+
+
+@pytest.fixture(autouse=True)
+def _installed() -> None:
+    assert DUPFILTER and DUPFILTER_DB, "install the project first: pip install -e ."
+
+
+def run(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(list(args), input=stdin, capture_output=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+def tag(db: Path, raw: bytes, *extra: str) -> subprocess.CompletedProcess[bytes]:
+    return run(DUPFILTER, "--db", str(db), "--tag", *extra, stdin=raw)
+
+
+def header_of(output: bytes) -> list[str]:
+    head = output.split(b"\n\n", 1)[0].decode()
+    return [line for line in head.splitlines() if line.lower().startswith("x-dupfilter:")]
+
+
+def test_tag_adds_one_header_and_second_copy_is_duplicate(tmp_path: Path) -> None:
+    raw = make_message(paragraph_text(1), message_id="<first@example.org>")
+    first = tag(tmp_path, raw)
+    assert first.returncode == 0, first.stderr
+    assert header_of(first.stdout) == ["X-Dupfilter: unique"]
+    assert first.stdout.endswith(raw.split(b"\n\n", 1)[1])
+    second = tag(tmp_path, make_message(paragraph_text(1), message_id="<second@example.org>"))
+    assert header_of(second.stdout) == [
+        "X-Dupfilter: duplicate; score=1.00; reason=digest; match=<first@example.org>; seen=2"]
+
+
+def test_incoming_header_is_replaced_even_when_folded(tmp_path: Path) -> None:
+    raw = make_message(paragraph_text(2), headers={
+        "X-Dupfilter": "duplicate; forged=yes\n\tcontinued-forgery", "X-DUPFILTER": "again"})
+    out = tag(tmp_path, raw).stdout
+    assert header_of(out) == ["X-Dupfilter: unique"]
+    assert b"forged" not in out and b"continued-forgery" not in out and b"again" not in out
+
+
+def test_crlf_message_stays_crlf(tmp_path: Path) -> None:
+    raw = make_message(paragraph_text(3), crlf=True)
+    out = tag(tmp_path, raw).stdout
+    assert out.startswith(b"X-Dupfilter: unique\r\n") and out.endswith(raw.split(b"\r\n\r\n")[1])
+
+
+def test_check_exit_status_and_json(tmp_path: Path) -> None:
+    raw = make_message(paragraph_text(4))
+    assert run(DUPFILTER, "--db", str(tmp_path), "--check", stdin=raw).returncode == 1
+    result = run(DUPFILTER, "--db", str(tmp_path), "--check", "--json", stdin=raw)
+    assert result.returncode == 0
+    verdict = json.loads(result.stdout)
+    assert verdict["verdict"] == "duplicate" and verdict["match"]["message_id"]
+
+
+def test_no_record_leaves_the_store_unchanged(tmp_path: Path) -> None:
+    raw = make_message(paragraph_text(5))
+    for _ in range(2):
+        assert run(DUPFILTER, "--db", str(tmp_path), "--check", "--no-record",
+                   stdin=raw).returncode == 1
+
+
+def test_failure_passes_the_message_through_unchanged(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the store should be")
+    raw = make_message(paragraph_text(6))
+    result = tag(blocker, raw)
+    assert result.returncode == 0
+    assert result.stdout == raw
+    assert b"passed through unchecked" in result.stderr
+    assert b"Traceback" not in result.stderr
+
+
+def test_bad_config_passes_through_and_says_why(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[detector]\nno_such_key = 1\n")
+    raw = make_message("hello")
+    result = run(DUPFILTER, "--config", str(config), "--db", str(tmp_path / "s"), "--tag",
+                 stdin=raw)
+    assert result.returncode == 0 and result.stdout == raw
+    assert b"unknown key detector.no_such_key" in result.stderr and b":2:" in result.stderr
+
+
+def test_garbage_input_gets_a_verdict(tmp_path: Path) -> None:
+    garbage = bytes(range(256)) * 100 + b"\x00" * 1000
+    result = tag(tmp_path, garbage)
+    assert result.returncode == 0 and result.stdout.startswith(b"X-Dupfilter: ")
+    assert result.stdout.endswith(garbage[-1000:])
+
+
+def corpus_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    for index in range(12):
+        body = paragraph_text(index % 8, count=150)
+        (folder / f"{index:03d}.eml").write_bytes(
+            make_message(body, message_id=f"<c{index}@example.org>"))
+    (folder / "README").write_text("not a message\n")
+    return folder
+
+
+def test_import_then_scan_reports_duplicates_in_order(tmp_path: Path) -> None:
+    folder = corpus_folder(tmp_path)
+    store = tmp_path / "store"
+    imported = run(DUPFILTER_DB, "--db", str(store), "import", str(folder))
+    assert imported.returncode == 0, imported.stderr
+    assert b"imported 12 messages (8 unique, 4 duplicate" in imported.stdout
+    scan_store = tmp_path / "scan"
+    scanned = run(DUPFILTER_DB, "--db", str(scan_store), "scan", "--json", str(folder))
+    rows = [json.loads(line) for line in scanned.stdout.splitlines()]
+    assert [Path(r["path"]).name for r in rows] == [f"{i:03d}.eml" for i in range(12)]
+    assert [r["verdict"] for r in rows] == ["unique"] * 8 + ["duplicate"] * 4
+    assert rows[8]["match"]["message_id"] == "<c0@example.org>"
+    assert all(set(r) >= {"path", "message_id", "verdict", "score", "match"} for r in rows)
+    assert b"skipped" in scanned.stderr and b"README" in scanned.stderr
+    stats = json.loads(run(DUPFILTER_DB, "--db", str(scan_store), "stats", "--json").stdout)
+    assert stats["records"] == 8
+
+
+def test_scan_reads_an_mbox_in_file_order(tmp_path: Path) -> None:
+    mbox = tmp_path / "box.mbox"
+    parts = []
+    for index in (1, 2, 1):
+        raw = make_message(paragraph_text(index) + "\nFrom here on, a body line.\n",
+                           message_id=f"<mb{len(parts)}@x>")
+        parts.append(b"From someone@example.org Mon Nov 30 10:00:00 2026\n" + raw + b"\n")
+    mbox.write_bytes(b"".join(parts))
+    rows = [json.loads(line) for line in run(
+        DUPFILTER_DB, "--db", str(tmp_path / "s"), "scan", "--json", str(mbox)).stdout.splitlines()]
+    assert [r["path"].rsplit(":", 1)[1] for r in rows] == ["1", "2", "3"]
+    assert [r["verdict"] for r in rows] == ["unique", "unique", "duplicate"]
+    assert [r["message_id"] for r in rows] == ["<mb0@x>", "<mb1@x>", "<mb2@x>"]
+
+
+def test_scan_reads_a_maildir(tmp_path: Path) -> None:
+    maildir = tmp_path / "Maildir"
+    for sub in ("cur", "new", "tmp"):
+        (maildir / sub).mkdir(parents=True)
+    (maildir / "cur" / "1.host:2,S").write_bytes(make_message(paragraph_text(1)))
+    (maildir / "new" / "2.host").write_bytes(make_message(paragraph_text(1), message_id="<n@x>"))
+    rows = [json.loads(line) for line in run(
+        DUPFILTER_DB, "--db", str(tmp_path / "s"), "scan", "--json", str(maildir)
+    ).stdout.splitlines()]
+    assert [r["verdict"] for r in rows] == ["unique", "duplicate"]
+
+
+def test_fingerprint_json_fields(tmp_path: Path) -> None:
+    message = tmp_path / "m.eml"
+    message.write_bytes(make_message(paragraph_text(1)))
+    for mode in ("raw", "decoded"):
+        row = json.loads(run(DUPFILTER_DB, "fingerprint", "--json", "--histogram", mode,
+                             str(message)).stdout)
+        assert len(row["histogram"]) == 72 and row["shingles"] > 50
+        assert row["histogram_sum"] == sum(bytes.fromhex(row["histogram"]))
+        assert len(row["digest"]) == 32
+
+
+def test_compare_reports_every_measure(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.eml", tmp_path / "b.eml"
+    text = paragraph_text(1, count=300)
+    a.write_bytes(make_message(text))
+    words = text.split(" ")
+    words[50] = "bazaar"
+    b.write_bytes(make_message(" ".join(words)))
+    for chunking in ("fsp", "cdc", "sbc"):
+        result = json.loads(run(DUPFILTER_DB, "compare", str(a), str(b), "--json",
+                                "--chunking", chunking).stdout)
+        assert 0.5 < result["shingles"]["resemblance"] < 1.0
+        assert 0.0 <= result["chunks"]["formula1"] <= 1.0
+        assert result["chunks"]["formula2_lcs"] is not None
+    readable = run(DUPFILTER_DB, "compare", str(a), str(b)).stdout.decode()
+    assert "r[ 0]=" in readable and "resemblance" in readable and "formula 2" in readable
+
+
+def test_explain_prune_verify_forget(tmp_path: Path) -> None:
+    store = str(tmp_path / "s")
+    raw = make_message(paragraph_text(1, count=200), message_id="<orig@example.org>")
+    tag(Path(store), raw)
+    near = make_message(paragraph_text(1, count=200) + "\nOne more sentence at the end.",
+                        message_id="<near@example.org>")
+    explained = run(DUPFILTER_DB, "--db", store, "explain", stdin=near).stdout.decode()
+    assert "near-duplicate" in explained and "<orig@example.org>" in explained
+    assert "resemblance" in explained
+    assert run(DUPFILTER_DB, "--db", store, "verify").returncode == 0
+    kept = run(DUPFILTER_DB, "--db", store, "prune", "--older-than", "12h")
+    assert b"pruned 0 records" in kept.stdout
+    forgot = run(DUPFILTER_DB, "--db", store, "forget", "--message-id", "<orig@example.org>")
+    assert forgot.returncode == 0 and b"forgot 1 record" in forgot.stdout
+    assert run(DUPFILTER, "--db", store, "--check", stdin=raw).returncode == 1
+
+
+def test_prune_accepts_minutes_and_removes_old(tmp_path: Path) -> None:
+    store = str(tmp_path / "s")
+    tag(Path(store), make_message(paragraph_text(1)))
+    result = run(DUPFILTER_DB, "--db", store, "prune", "--older-than", "0m")
+    assert b"pruned 1 records" in result.stdout or b"pruned 0 records" in result.stdout
+    assert run(DUPFILTER_DB, "--db", store, "prune", "--older-than", "90m").returncode == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["stats"], b"no dupfilter store"),
+    (["prune", "--older-than", "soon"], b"not a duration"),
+    (["scan", "/no/such/path"], b"no such file"),
+    (["frobnicate"], b"invalid choice"),
+])
+def test_bad_usage_is_one_clear_line(tmp_path: Path, args: list[str], message: bytes) -> None:
+    result = run(DUPFILTER_DB, "--db", str(tmp_path / "absent"), *args)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert b"Traceback" not in result.stderr
+
+
+def test_store_built_with_other_parameters_is_refused(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    tag(store, make_message("hello world"))
+    config = tmp_path / "c.toml"
+    config.write_text("[fingerprint]\nngram = 3\n")
+    result = run(DUPFILTER_DB, "--db", str(store), "--config", str(config), "stats")
+    assert result.returncode == 2
+    assert b"other fingerprint parameters: ngram=5 (configured 3)" in result.stderr
+
+
+def test_default_store_is_in_the_xdg_state_dir(tmp_path: Path) -> None:
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+           "DUPFILTER_CONFIG": ""}
+    run(DUPFILTER, "--tag", stdin=make_message("hello"), env=env)
+    assert (tmp_path / "state" / "dupfilter" / "data.mdb").exists()
+
+
+def test_version_and_help() -> None:
+    assert run(DUPFILTER, "--version").stdout.startswith(b"dupfilter ")
+    helptext = run(DUPFILTER_DB, "--help").stdout
+    for command in (b"import", b"scan", b"fingerprint", b"compare", b"explain", b"prune",
+                    b"stats", b"verify", b"forget"):
+        assert command in helptext

@@ -1,0 +1,64 @@
+"""Settings: the commented example file is the code's defaults; errors name key and line."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from mailfilter.config import ConfigError, Settings, load_settings, parse_duration
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "dupfilter.toml"
+
+
+def test_example_file_parses_and_equals_the_defaults() -> None:
+    from_file = asdict(load_settings(EXAMPLE))
+    defaults = asdict(Settings())
+    from_file.pop("source")
+    defaults.pop("source")
+    assert from_file == defaults
+
+
+def test_example_file_documents_every_key() -> None:
+    text = EXAMPLE.read_text()
+    for section, values in asdict(Settings()).items():
+        if section == "source":
+            continue
+        assert f"[{section}]" in text
+        for key, value in values.items():
+            if isinstance(value, dict):
+                for sub in value:
+                    assert f"\n{sub.replace('_', '-')} = " in text or f"\n{sub} = " in text
+            else:
+                assert f"\n{key} = " in text, f"{section}.{key} is not documented"
+
+
+def test_empty_file_means_defaults(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    assert asdict(load_settings(empty))["detector"] == asdict(Settings())["detector"]
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("[detector]\nresemblance_treshold = 0.4\n", "2: unknown key detector.resemblance_treshold"),
+    ("[detector]\nscope = \"everyone\"\n", "detector.scope must be"),
+    ("[fingerprint]\nngram = \"five\"\n", "2: fingerprint.ngram must be int"),
+    ("[milter.actions]\nduplicate = \"explode\"\n", "milter.actions.duplicate must be one of"),
+    ("[store]\nretention = \"forever\"\n", "store.retention"),
+    ("[detector\n", "Expected"),
+])
+def test_bad_values_name_the_key_and_line(tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as error:
+        load_settings(path)
+    assert str(path) in str(error.value) and expected in str(error.value)
+
+
+def test_durations() -> None:
+    assert parse_duration("30d") == 30 * 86400
+    assert parse_duration("12h") == 43200
+    assert parse_duration("90m") == 5400
+    with pytest.raises(ValueError):
+        parse_duration("soon")

@@ -1,0 +1,96 @@
+"""Fingerprints: histogram, tokens, shingles, sketches, digests and attachment chunks."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from helpers import make_message, make_mime, paragraph_text
+
+from mailfilter.fingerprint import (
+    character_histogram,
+    chunk_digests,
+    compute,
+    shingle_hashes,
+    tokenize,
+)
+from mailfilter.message import parse
+
+
+def fingerprint(raw: bytes, **options: object):  # noqa: ANN201
+    return compute(parse(raw), **options)
+
+
+def test_histogram_counts_and_scales_like_chisto() -> None:
+    histogram, counted = character_histogram(b"Hello, World 42!")
+    assert counted == 12
+    assert histogram[4] == 1 and histogram[2] == 1           # digits 4 and 2
+    assert histogram[10 + ord("l") - ord("a")] == 3           # l, lowercased
+    scaled, _ = character_histogram(b"a" * 510 + b"b" * 3)
+    assert scaled[10] == 255 and scaled[11] == 1              # int(3 * 255/510) = 1
+
+
+def test_decoded_histogram_sees_through_base64() -> None:
+    text = paragraph_text(11)
+    plain = fingerprint(make_message(text))
+    encoded = fingerprint(make_mime(text, cte="base64"))
+    assert plain.histogram == encoded.histogram
+    raw_plain = fingerprint(make_message(text), histogram="raw")
+    raw_encoded = fingerprint(make_mime(text, cte="base64"), histogram="raw")
+    assert raw_plain.histogram != raw_encoded.histogram       # raw mode counts base64 letters
+
+
+def test_tokens_are_unicode_letters_and_digits_lowercased() -> None:
+    assert tokenize("Grüße, MÜNCHEN! 2026_x état-civil") == \
+        ["grüße", "münchen", "2026", "x", "état", "civil"]
+    assert tokenize("the cat and the hat", stoplist={"the", "and"}) == ["cat", "hat"]
+
+
+def test_shingle_hashes_are_stable_and_boundary_aware() -> None:
+    tokens = "one two three four five six".split()
+    first = shingle_hashes(tokens, 5)
+    assert first.dtype == np.uint64 and len(first) == 2
+    # Stable across runs and processes: a fixed value, never Python's hash().
+    assert [int(v) for v in shingle_hashes(["a", "b", "c", "d", "e"], 5)] == \
+        [int(shingle_hashes(["a", "b", "c", "d", "e"], 5)[0])]
+    assert shingle_hashes(["ab", "c", "d", "e", "f"], 5)[0] != \
+        shingle_hashes(["a", "bc", "d", "e", "f"], 5)[0]
+    assert len(shingle_hashes(["too", "few"], 5)) == 0
+
+
+def test_shingle_hash_value_is_fixed_across_processes() -> None:
+    code = ("from mailfilter.fingerprint import shingle_hashes;"
+            "print(int(shingle_hashes('she sells sea shells on'.split(), 5)[0]))")
+    outputs = {os.popen(f"PYTHONHASHSEED={seed} python3 -c \"{code}\"").read().strip()
+               for seed in (1, 2)}
+    assert len(outputs) == 1
+    assert outputs == {str(int(shingle_hashes("she sells sea shells on".split(), 5)[0]))}
+
+
+def test_sketch_is_bottom_k_of_all_shingles() -> None:
+    text = paragraph_text(5, count=400)
+    fp = fingerprint(make_message(text), sketch_size=32)
+    everything = shingle_hashes(tokenize(parse(make_message(text)).text), 5)
+    assert list(fp.sketch) == sorted(int(v) for v in everything)[:32]
+    assert fp.shingle_count == len(everything)
+
+
+def test_digest_ignores_whitespace_and_line_endings() -> None:
+    text = paragraph_text(9)
+    rewrapped = " ".join(text.split())
+    assert fingerprint(make_message(text)).digest == fingerprint(make_message(rewrapped)).digest
+    assert fingerprint(make_message(text)).digest == \
+        fingerprint(make_message(text, crlf=True)).digest
+    assert fingerprint(make_message(text)).digest != \
+        fingerprint(make_message(text + " extra")).digest
+
+
+def test_attachments_change_digest_and_give_chunks() -> None:
+    data = os.urandom(50_000)
+    with_data = fingerprint(make_mime("see attached", attachment=data))
+    other = fingerprint(make_mime("see attached", attachment=os.urandom(50_000)))
+    assert with_data.chunks and with_data.attachment_bytes == 50_000
+    assert with_data.digest != other.digest
+    chunks = chunk_digests(data, 4096)
+    assert sum(length for _, length in chunks) == len(data)
+    assert 4 <= len(chunks) <= 40

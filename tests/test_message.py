@@ -1,0 +1,154 @@
+"""Parsing: canonical text from real-world and broken mail, never an exception."""
+
+from __future__ import annotations
+
+import base64
+import quopri
+import time
+
+from helpers import make_message, make_mime, paragraph_text
+
+from mailfilter.message import html_to_text, parse, raw_body, split_quotes
+
+
+def test_plain_message_text_and_headers() -> None:
+    msg = parse(make_message("Hello there,\nsee you tomorrow.\n", message_id="<a@b.c>"))
+    assert msg.message_id == "<a@b.c>"
+    assert "see you tomorrow" in msg.text
+    assert msg.defects == ()
+
+
+def test_mbox_from_line_and_crlf_give_the_same_text() -> None:
+    plain = make_message(paragraph_text(1))
+    assert parse(b"From ann@example.org Mon Nov 30 10:00:00 2026\n" + plain).text == \
+        parse(plain).text
+    assert parse(make_message(paragraph_text(1), crlf=True)).text == parse(plain).text
+
+
+def test_quoted_printable_and_base64_decode_to_the_same_text() -> None:
+    text = "Caf\u00e9 cr\u00e8me costs \u20ac3 \u2014 na\u00efve r\u00e9sum\u00e9.\n" * 5
+    as_qp = make_mime(text, cte="quoted-printable")
+    as_b64 = make_mime(text, cte="base64")
+    assert parse(as_qp).text.strip() == text.strip()
+    assert parse(as_b64).text.strip() == text.strip()
+
+
+def test_unknown_charset_does_not_crash_and_keeps_ascii_words() -> None:
+    raw = (b"Subject: x\nContent-Type: text/plain; charset=x-no-such-charset\n\n"
+           b"plain words \xe9\xe8 here\n")
+    msg = parse(raw)
+    assert "plain words" in msg.text and "here" in msg.text
+
+
+def test_lying_charset_falls_back_without_error() -> None:
+    raw = ("Subject: x\nContent-Type: text/plain; charset=us-ascii\n\n"
+           "na\u00efve caf\u00e9\n").encode("utf-8")
+    assert "caf\u00e9" in parse(raw).text
+
+
+def test_alternative_prefers_plain_text() -> None:
+    raw = make_mime("the plain version of it", html="<p>the <b>html</b> version</p>")
+    text = parse(raw).text
+    assert "plain version" in text and "html" not in text
+
+
+def test_html_only_mail_is_reduced_to_visible_text() -> None:
+    raw = (b"Subject: x\nContent-Type: text/html; charset=utf-8\n\n"
+           b"<html><head><style>p {color: red}</style><script>var x=1;</script></head>"
+           b"<body><p>Visible words</p><div>more text</div></body></html>")
+    text = parse(raw).text
+    assert "Visible words" in text and "more text" in text
+    assert "color" not in text and "var x" not in text
+
+
+def test_html_blockquote_is_set_aside_as_quote() -> None:
+    text = html_to_text("<p>new reply</p><blockquote>old quoted words</blockquote>")
+    new, aside = split_quotes(text)
+    assert "new reply" in new and "old quoted" not in new and "old quoted" in aside
+
+
+def test_quotes_attribution_and_signature_are_set_aside() -> None:
+    body = ("Thanks, that works for me.\n\nOn Mon, 30 Nov 2026, Ann <ann@x.org> wrote:\n"
+            "> the original text\n>> older text\n\n-- \nBob\nExample Corp\n")
+    new, aside = split_quotes(body)
+    assert "works for me" in new
+    for gone in ("original text", "older text", "wrote", "Example Corp"):
+        assert gone not in new and gone in aside
+
+
+def test_mailman_footer_is_set_aside() -> None:
+    body = paragraph_text(3) + ("_" * 47 + "\nListname mailing list\nlist@example.org\n"
+                                "https://lists.example.org/listinfo/list\n")
+    new, aside = split_quotes(body)
+    assert "mailing list" not in new and "mailing list" in aside
+
+
+def test_attachments_are_kept_as_bytes() -> None:
+    payload = bytes(range(256)) * 40
+    msg = parse(make_mime("see the attachment", attachment=payload))
+    assert [a.data for a in msg.attachments] == [payload]
+    assert "see the attachment" in msg.text
+
+
+def test_raw_body_is_what_chisto_counts() -> None:
+    assert raw_body(b"A: b\n\nbody\n") == b"body\n"
+    assert raw_body(b"A: b\r\n\r\nbody\r\n") == b""      # chisto finds no LF LF
+    assert raw_body(b"no separator at all") == b""
+
+
+def test_bad_input_gives_a_message_and_defects() -> None:
+    cases = [
+        b"",
+        b"\x00\x01\x02garbage\xff\xfe" * 100,
+        b"Subject: no body separator",
+        b"Content-Type: multipart/mixed; boundary=zz\n\n--zz\nContent-Type: text/plain\n\n"
+        b"truncated in the middle of a part",
+        b"Content-Type: text/plain\nContent-Transfer-Encoding: base64\n\n!!!not base64***",
+        b"Content-Type: text/plain\nContent-Transfer-Encoding: quoted-printable\n\n=ZZ=\n=4",
+        b"Subject: nul\n\nbody with \x00 NUL \x00 bytes\n",
+        b"Content-Type: multipart/mixed; boundary=a\n\n--a\nContent-Type: multipart/mixed; "
+        b"boundary=a\n\n--a\n--a--\n--a--\n",
+    ]
+    for raw in cases:
+        msg = parse(raw)
+        assert isinstance(msg.text, str)
+    assert "NUL" in parse(cases[6]).text and "\x00" not in parse(cases[6]).text
+    assert parse(cases[0]).text == ""
+
+
+def test_deeply_nested_multipart_is_bounded() -> None:
+    depth = 100
+    parts = []
+    for level in range(depth):
+        parts.append(f"Content-Type: multipart/mixed; boundary=b{level}\n\n--b{level}\n")
+    raw = ("Subject: deep\n" + "".join(parts) + "Content-Type: text/plain\n\ninner words\n"
+           + "".join(f"--b{level}--\n" for level in reversed(range(depth)))).encode()
+    started = time.perf_counter()
+    msg = parse(raw)
+    assert time.perf_counter() - started < 5
+    assert any("nesting" in d or "parts" in d for d in msg.defects)
+
+
+def test_huge_body_is_capped_for_fingerprinting() -> None:
+    raw = make_message("word " * 3_000_000)  # 15 MB
+    msg = parse(raw, max_body_bytes=1024 * 1024)
+    assert len(msg.text) <= 1024 * 1024
+    assert any("truncated" in d for d in msg.defects)
+
+
+def test_pathological_content_type_header_is_fast() -> None:
+    raw = (b"Subject: x\nContent-Type: text/html " + b"; " * 7000 + b"\n\n<p>hello world</p>")
+    started = time.perf_counter()
+    msg = parse(raw)
+    assert time.perf_counter() - started < 0.05
+    assert "hello world" in msg.text
+
+
+def test_same_text_in_base64_and_plain_parses_equal() -> None:
+    text = paragraph_text(7)
+    plain = make_message(text)
+    encoded = (b"Subject: x\nContent-Type: text/plain; charset=us-ascii\n"
+               b"Content-Transfer-Encoding: base64\n\n" + base64.encodebytes(text.encode()))
+    qp = (b"Subject: x\nContent-Transfer-Encoding: quoted-printable\n\n"
+          + quopri.encodestring(text.encode()))
+    assert parse(encoded).text == parse(plain).text == parse(qp).text
