@@ -96,7 +96,7 @@ class FingerprintSettings:
         return {"histogram": self.histogram, "ngram": self.ngram,
                 "sketch_size": self.sketch_size, "index_size": self.index_size,
                 "stoplist": sorted(set(self.stoplist)), "chunk_average": self.chunk_average,
-                "chunk_sample": self.chunk_sample, "hash": "xxh3-64/splitmix-poly-v1"}
+                "chunk_sample": self.chunk_sample, "hash": "xxh3-64/splitmix-poly-top32-v2"}
 
 
 @dataclass
@@ -124,6 +124,9 @@ class DetectorSettings:
     posting_cap: int = 48
     # Candidates scored per check, the ones sharing most sketch hashes first.
     max_candidates: int = 24
+    # A shingle from a message's last lines that this many stored messages share is list
+    # boilerplate (a footer): it is left out of resemblance and candidate lookup.
+    common_postings: int = 8
 
 
 @dataclass

@@ -28,6 +28,8 @@ from mailfilter.store import (
 
 UNIQUE, DUPLICATE, NEAR_DUPLICATE = "unique", "duplicate", "near-duplicate"
 _RANK = {UNIQUE: 0, NEAR_DUPLICATE: 1, DUPLICATE: 2}
+# Fewest sketch hashes left after discounting boilerplate for a resemblance to mean much.
+_MIN_RESIDUAL = 8
 
 
 @dataclass(slots=True)
@@ -143,6 +145,8 @@ class Detector:
             histogram_max_positions=s.histogram_max_positions,
             sketch_index=index,
             min_shared=max(1, len(index) // 8),
+            tail_hashes=fp.tail_sketch if index else (),
+            common_postings=s.common_postings,
             chunk_index=tuple(d for d, _ in fp.chunks[:self.index_size]),
             posting_cap=s.posting_cap,
             max_candidates=s.max_candidates,
@@ -161,7 +165,7 @@ class Detector:
                 ("histogram", candidates.by_histogram), ("shingles", candidates.by_shingle),
                 ("attachments", candidates.by_chunk)) if doc_id in ids]
             item = self._weigh(fp, message_id, record, found_by,
-                               candidates.by_histogram.get(doc_id))
+                               candidates.by_histogram.get(doc_id), candidates.common)
             if item.verdict != UNIQUE and scoped and record.recipients:
                 had = tuple(sorted(address for key, address in recipient_keys.items()
                                    if key in record.recipients))
@@ -186,13 +190,14 @@ class Detector:
         return verdict
 
     def _weigh(self, fp: Fingerprint, message_id: str | None, record: Record,
-               found_by: list[str], histogram_positions: int | None) -> Evidence:
+               found_by: list[str], histogram_positions: int | None,
+               boilerplate: frozenset[int] = frozenset()) -> Evidence:
         s = self.settings
         item = Evidence(record=record, found_by=found_by)
         if self._long_enough(fp) and self._long_enough(record):
             # Containment: how much of the stored message the new one holds (reported only).
-            item.resemblance, item.containment = sketch_comparison(
-                record.sketch, fp.sketch, self.sketch_size)
+            item.resemblance, item.containment = self._compare_sketches(
+                record.sketch, fp.sketch, boilerplate)
         item.histogram_positions, item.histogram_largest = histogram_distance(
             fp.histogram, record.histogram)
         if fp.chunks and record.chunks:
@@ -217,6 +222,21 @@ class Detector:
         else:
             item.note = self._why_not(fp, item)
         return item
+
+    def _compare_sketches(self, stored: tuple[int, ...], new: tuple[int, ...],
+                          boilerplate: frozenset[int]) -> tuple[float, float]:
+        """Sketch resemblance and containment, list boilerplate discounted.
+
+        Shingles of a footer that many stored messages end with say nothing about this
+        pair: both sketches lose them (the rest is still a bottom-k sample of what is
+        left).  If too little would remain, the full sketches are compared.
+        """
+        if boilerplate:
+            stored_rest = [h for h in stored if h not in boilerplate]
+            new_rest = [h for h in new if h not in boilerplate]
+            if len(set(stored_rest) | set(new_rest)) >= _MIN_RESIDUAL:
+                return sketch_comparison(stored_rest, new_rest, self.sketch_size)
+        return sketch_comparison(stored, new, self.sketch_size)
 
     def _why_not(self, fp: Fingerprint, item: Evidence) -> str:
         s = self.settings

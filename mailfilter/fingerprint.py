@@ -3,7 +3,8 @@
 * character histogram (seed 000, ``chisto``): 36 bins ``0-9a-z``, scaled so the largest bin
   is 255 when any count exceeds 255 (truncating, exactly as the C code's double arithmetic);
 * word shingles (seed 001): Unicode letter/digit tokens, lowercased, stoplist removed,
-  n-grams hashed to stable 64-bit values, kept as a bottom-k sketch (Broder's sampling);
+  n-grams hashed to stable 64-bit values, kept as a bottom-k sketch (Broder's sampling) of
+  their top 32 bits (half the store, and collisions among k = 64 values stay negligible);
 * an exact digest of the whitespace-folded text (plus attachment digests);
 * FastCDC chunk digests of attachments (seed 004), sampled bottom-k by digest.
 """
@@ -37,12 +38,15 @@ class Fingerprint:
     histogram: bytes            # 36 bytes, seed 000
     histogram_sum: int          # sum of the 36 bins: the lookup key (±window)
     histogram_chars: int        # characters counted before scaling (how long the body is)
-    sketch: tuple[int, ...]     # sorted bottom-k of the shingle hashes
+    sketch: tuple[int, ...]     # sorted bottom-k of the shingle hashes (32-bit)
     shingle_count: int          # distinct shingles in the full text
     word_count: int             # tokens after the stoplist
     digest: bytes               # 16 bytes: exact-duplicate key
     chunks: tuple[tuple[int, int], ...] = ()  # (digest, length) of sampled attachment chunks
     attachment_bytes: int = 0
+    # Sketch hashes of shingles in the last lines of the text, where list footers live:
+    # the detector discounts those that many stored messages share (boilerplate).
+    tail_sketch: tuple[int, ...] = ()
 
     @property
     def has_attachments(self) -> bool:
@@ -94,12 +98,13 @@ def _token_hash(token: str) -> int:
     return value
 
 
-def shingle_hashes(tokens: Sequence[str], ngram: int) -> np.ndarray:
-    """Distinct stable 64-bit hashes of every word n-gram (sorted, dtype uint64).
+def shingle_positions(tokens: Sequence[str], ngram: int) -> np.ndarray:
+    """The 32-bit hash of the n-gram starting at each token position (uint64 array).
 
     Each token is hashed with xxh3-64; an n-gram's hash is a polynomial over its tokens'
-    hashes, finalised by splitmix64.  Token boundaries are explicit, so ``ab c`` and
-    ``a bc`` differ; Python's randomised ``hash()`` is never used.
+    hashes, finalised by splitmix64, of which the top 32 bits are kept.  Token boundaries
+    are explicit, so ``ab c`` and ``a bc`` differ; Python's randomised ``hash()`` is never
+    used.
     """
     if len(tokens) < ngram:
         return np.empty(0, dtype=_UINT64)
@@ -114,7 +119,12 @@ def shingle_hashes(tokens: Sequence[str], ngram: int) -> np.ndarray:
         combined ^= combined >> _UINT64(27)
         combined *= _MIX_2
         combined ^= combined >> _UINT64(31)
-    return np.unique(combined)
+    return combined >> _UINT64(32)
+
+
+def shingle_hashes(tokens: Sequence[str], ngram: int) -> np.ndarray:
+    """Distinct stable hashes of every word n-gram, sorted (see :func:`shingle_positions`)."""
+    return np.unique(shingle_positions(tokens, ngram))
 
 
 def bottom_k(hashes: np.ndarray, k: int) -> tuple[int, ...]:
@@ -141,9 +151,18 @@ def chunk_digests(data: bytes, average: int) -> list[tuple[int, int]]:
             for chunk in chunker.cut_buf(data)]
 
 
+def _tail_start(text: str, stoplist: Iterable[str], lines: int) -> int:
+    """Index of the first token of the last ``lines`` non-blank lines of ``text``."""
+    kept = [line for line in text.split("\n") if line.strip()]
+    if len(kept) <= lines:
+        return 0
+    return len(tokenize("\n".join(kept[:-lines]), stoplist))
+
+
 def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
             sketch_size: int = 64, stoplist: Iterable[str] = (),
-            chunk_average: int = 4096, chunk_sample: int = 32) -> Fingerprint:
+            chunk_average: int = 4096, chunk_sample: int = 32,
+            tail_lines: int = 8) -> Fingerprint:
     """The fingerprint of a parsed message with the given (store-bound) parameters."""
     if histogram == "raw":
         source = message.raw_body
@@ -151,7 +170,11 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         source = message.text.encode("ascii", "ignore")
     hist, chars = character_histogram(source)
     tokens = tokenize(message.text, stoplist)
-    hashes = shingle_hashes(tokens, ngram)
+    positions = shingle_positions(tokens, ngram)
+    hashes = np.unique(positions)
+    sketch = bottom_k(hashes, sketch_size)
+    tail_from = max(0, _tail_start(message.text, stoplist, tail_lines) - ngram + 1)
+    tail = set(positions[tail_from:].tolist()) if positions.size else set()
     attachment_digests = [xxhash.xxh3_128_digest(a.data) for a in message.attachments]
     chunks: list[tuple[int, int]] = []
     attachment_bytes = 0
@@ -163,10 +186,11 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         histogram=hist,
         histogram_sum=sum(hist),
         histogram_chars=chars,
-        sketch=bottom_k(hashes, sketch_size),
+        sketch=sketch,
         shingle_count=int(hashes.size),
         word_count=len(tokens),
         digest=text_digest(message.text, attachment_digests),
         chunks=tuple(sampled),
         attachment_bytes=attachment_bytes,
+        tail_sketch=tuple(value for value in sketch if value in tail),
     )

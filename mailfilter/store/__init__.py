@@ -86,7 +86,7 @@ class Record:
             self.histogram_sum, self.histogram_chars, self.shingle_count, self.word_count,
             self.digest, self.message_id_key or bytes(16), len(self.sketch), len(self.chunks),
             len(recipients), len(message_id))
-        parts = [head, struct.pack(f">{len(self.sketch)}Q", *self.sketch)]
+        parts = [head, struct.pack(f">{len(self.sketch)}I", *self.sketch)]
         for digest, length in self.chunks:
             parts.append(struct.pack(">QI", digest, length))
         parts.append(struct.pack(f">{len(recipients)}Q", *recipients))
@@ -101,8 +101,8 @@ class Record:
         if version != SCHEMA_VERSION:
             raise StoreError(f"record {doc_id} has schema {version}, expected {SCHEMA_VERSION}")
         offset = _HEADER.size
-        sketch = struct.unpack_from(f">{n_sketch}Q", data, offset)
-        offset += 8 * n_sketch
+        sketch = struct.unpack_from(f">{n_sketch}I", data, offset)
+        offset += 4 * n_sketch
         chunks = tuple(struct.unpack_from(">QI", data, offset + 12 * i) for i in range(n_chunks))
         offset += 12 * n_chunks
         recipients = struct.unpack_from(f">{n_recipients}Q", data, offset)
@@ -131,6 +131,10 @@ class Probe:
     chunk_index: tuple[int, ...]
     posting_cap: int
     max_candidates: int
+    # Sketch hashes from the message's last lines: those with at least ``common_postings``
+    # index entries are boilerplate (list footers), reported in ``Candidates.common``.
+    tail_hashes: tuple[int, ...] = ()
+    common_postings: int = 1 << 62
 
 
 @dataclass(slots=True)
@@ -146,6 +150,8 @@ class Candidates:
     by_shingle: dict[int, int] = field(default_factory=dict)
     by_chunk: dict[int, int] = field(default_factory=dict)
     histogram_window_size: int = 0
+    # Probe tail hashes that many stored messages share: boilerplate, not evidence.
+    common: frozenset[int] = frozenset()
 
 
 class Store(Protocol):

@@ -8,7 +8,7 @@ sub-database   key                                         value
 ``meta``       ``schema``, ``parameters``, ``next_id``     JSON / counters
 ``docs``       id (u64)                                    encoded :class:`Record`
 ``by_sum``     histogram sum (u16), dupsort+dupfixed       histogram (36) + id (u64)
-``by_shingle`` sketch hash (u64), dupsort+dupfixed         id (u64)
+``by_shingle`` sketch hash (u32), dupsort+dupfixed         id (u64)
 ``by_digest``  exact digest (16), dupsort+dupfixed         id (u64)
 ``by_msgid``   Message-ID key (16), dupsort+dupfixed       id (u64)
 ``by_chunk``   attachment chunk digest (u64), dupsort      id (u64)
@@ -49,6 +49,7 @@ from mailfilter.store import (
 T = TypeVar("T")
 _U64 = struct.Struct(">Q")
 _U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
 _TIME_ID = struct.Struct(">IQ")
 _DAY_VERDICT = struct.Struct(">IB")
 _HIST_ENTRY = 36 + 8
@@ -253,11 +254,17 @@ class LmdbStore:
         result.by_digest = self._postings(cursor, probe.digest, 16)
         if probe.histogram_window > 0:
             self._histogram_window(txn, probe, result)
-        if probe.sketch_index:
+        if probe.sketch_index or probe.tail_hashes:
             hits: Counter[int] = Counter()
             cursor = txn.cursor(db=self.index["by_shingle"])
-            for value in probe.sketch_index:
-                hits.update(self._postings(cursor, _u64(value), probe.posting_cap))
+            common = frozenset(value for value in probe.tail_hashes
+                               if cursor.set_key(_U32.pack(value))
+                               and cursor.count() >= probe.common_postings)
+            result.common = common
+            # Boilerplate finds every message of a list: skip it, unless it is all there is.
+            index = [v for v in probe.sketch_index if v not in common] or probe.sketch_index
+            for value in index:
+                hits.update(self._postings(cursor, _U32.pack(value), probe.posting_cap))
             result.by_shingle = {doc_id: count for doc_id, count in
                                  hits.most_common(probe.max_candidates)
                                  if count >= probe.min_shared}
@@ -304,7 +311,7 @@ class LmdbStore:
         txn.put(b"next_id", _u64(doc_id + 1), db=self.meta)
         record.doc_id = doc_id
         key = _u64(doc_id)
-        txn.put(key, record.encode(), db=self.docs)
+        txn.put(key, record.encode(), db=self.docs, append=True)
         for name, index_key, value in self._index_entries(record):
             txn.put(index_key, value, db=self.index[name], dupdata=True)
         txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
@@ -317,7 +324,7 @@ class LmdbStore:
         if record.message_id_key:
             yield "by_msgid", record.message_id_key, key
         for value in record.sketch[:self.index_size]:
-            yield "by_shingle", _u64(value), key
+            yield "by_shingle", _U32.pack(value), key
         for digest, _length in record.chunks:
             yield "by_chunk", _u64(digest), key
 

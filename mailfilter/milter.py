@@ -1,0 +1,553 @@
+"""``dupfilter-milter``: the Postfix/Sendmail milter, on pymilter (libmilter).
+
+One libmilter thread per MTA connection; all threads share one :class:`Engine`.  Each
+message is collected (envelope, headers, a capped body), checked once at end of message and
+acted on: tag, reject, tempfail, discard, quarantine or drop-recipients.  It is recorded in
+the store only when it is accepted.  Any internal error answers per ``milter.on_error``
+(accept or tempfail), never reject or discard.  See docs/postfix.md and docs/sendmail.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import socket
+import stat
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import Milter
+
+from mailfilter import __version__
+from mailfilter.config import ConfigError, Settings
+from mailfilter.daemon import (
+    DaemonError,
+    add_daemon_arguments,
+    check_privileges,
+    exit_on_config_error,
+    load_daemon_settings,
+    log_verdict,
+    set_socket_permissions,
+    setup_logging,
+    verdict_fields,
+)
+from mailfilter.headers import HEADER_NAME, clean_value
+
+if TYPE_CHECKING:  # imported lazily: see main()
+    from mailfilter.detector import Verdict
+    from mailfilter.engine import Engine
+
+PROGRAM = "dupfilter-milter"
+# Actions we may ask of the MTA (negotiated; nothing else is requested).
+ACTION_FLAGS = Milter.ADDHDRS | Milter.CHGHDRS | Milter.DELRCPT | Milter.QUARANTINE
+# Header bytes kept per message (the MTA limits headers too; this bounds memory).
+MAX_HEADER_BYTES = 1024 * 1024
+# Seconds between attempts to open a store that could not be opened.
+STORE_RETRY_SECONDS = 10.0
+# Seconds SIGTERM waits for messages in flight before exiting anyway.
+SHUTDOWN_GRACE_SECONDS = 30.0
+SHUTDOWN_SIGNALS = {signal.SIGHUP, signal.SIGINT, signal.SIGTERM}
+_INET = re.compile(r"^inet6?:(\d+)(?:@(.*))?$")
+
+
+class Runtime:
+    """What all connections share: settings, logger, the engine, messages in flight."""
+
+    def __init__(self, settings: Settings, logger: logging.Logger, *,
+                 retry_seconds: float = STORE_RETRY_SECONDS) -> None:
+        self.settings = settings
+        self.logger = logger
+        self.retry_seconds = retry_seconds
+        self._engine: Engine | None = None
+        self._engine_lock = threading.Lock()
+        self._next_attempt = 0.0
+        self._inflight = 0
+        self._inflight_cond = threading.Condition()
+
+    # -- the store ------------------------------------------------------------------
+
+    def engine(self) -> Engine | None:
+        """The shared engine, opening it (again) when it is missing and it is time to try."""
+        engine = self._engine
+        if engine is not None:
+            return engine
+        with self._engine_lock:
+            if self._engine is None and time.monotonic() >= self._next_attempt:
+                self.open_engine()
+            return self._engine
+
+    def open_engine(self) -> bool:
+        """Try to open the store; log clearly when it cannot be opened."""
+        location = self.settings.store.location()
+        try:
+            from mailfilter.engine import Engine
+            self._engine = Engine(self.settings)
+        except Exception as error:  # any failure means "no store yet"
+            self._next_attempt = time.monotonic() + self.retry_seconds
+            self.logger.error(
+                "cannot open the store at %s: %s; messages get on_error=%s until it opens "
+                "(retrying every %gs)", location, error, self.settings.milter.on_error,
+                self.retry_seconds)
+            return False
+        self.logger.info("store opened: %s", location)
+        return True
+
+    def close(self) -> None:
+        with self._engine_lock:
+            if self._engine is not None:
+                self._engine.close()
+                self._engine = None
+
+    # -- messages in flight -----------------------------------------------------------
+
+    def begin(self) -> None:
+        with self._inflight_cond:
+            self._inflight += 1
+
+    def end(self) -> None:
+        with self._inflight_cond:
+            self._inflight = max(0, self._inflight - 1)
+            self._inflight_cond.notify_all()
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until no message is in flight (True) or ``timeout`` passed (False)."""
+        with self._inflight_cond:
+            return self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout)
+
+
+@dataclass
+class Plan:
+    """What end-of-message will do, decided before touching the MTA."""
+
+    action: str
+    add_header: str | None = None
+    drop: list[str] = field(default_factory=list)
+    record: bool = False
+    quarantine: str | None = None
+    reply: tuple[str, str, str] | None = None
+    result: int = Milter.ACCEPT
+
+
+class DupfilterMilter(Milter.Base):
+    """One MTA connection.  Callbacks we do not override are skipped by negotiation."""
+
+    runtime: Runtime  # set by serve() before the first connection
+
+    def __init__(self) -> None:
+        self._ctx = None
+        self._active = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self.sender = ""
+        self.recipients: list[str] = []
+        self.headers: list[bytes] = []
+        self.header_bytes_kept = 0
+        self.headers_capped = False
+        self.ours = 0                       # incoming X-Dupfilter headers seen
+        self.chunks: list[bytes] = []
+        self.body_size = 0                  # bytes received (kept or not)
+        self.body_kept = 0
+        self.problem: str | None = None     # an error in a no-reply callback
+        self.started = time.monotonic()
+
+    def _start_message(self) -> None:
+        if not self._active:
+            self._active = True
+            self.runtime.begin()
+
+    def _end_message(self) -> None:
+        if self._active:
+            self._active = False
+            self.runtime.end()
+
+    def negotiate(self, opts: list[int]) -> int:
+        """pymilter's negotiation (skip/no-reply per callback), asking only our actions."""
+        result = super().negotiate(opts)
+        if result == Milter.CONTINUE:
+            opts[0] = self._actions = opts[0] & ACTION_FLAGS
+        return result
+
+    # -- collecting -----------------------------------------------------------------
+
+    @Milter.noreply
+    def envfrom(self, mailfrom: str, *params: str) -> int:
+        self._end_message()
+        self._reset()
+        self._start_message()
+        self.sender = mailfrom
+        return Milter.CONTINUE
+
+    @Milter.noreply
+    def envrcpt(self, to: str, *params: str) -> int:
+        if len(self.recipients) < 10000:
+            self.recipients.append(to)
+        return Milter.CONTINUE
+
+    def data(self) -> int:
+        """Answered on purpose (not skipped, no @noreply): see docs/postfix.md.
+
+        Postfix sends the DATA-stage macros even for a skipped DATA event, then its cleanup
+        server sends the headers on the same TCP connection.  With nothing to answer, the
+        milter's kernel delays its ACK (~40 ms) and Nagle on Postfix's side holds the headers
+        until it comes.  A reply here carries the ACK at once.
+        """
+        return Milter.CONTINUE
+
+    @Milter.noreply
+    @Milter.decode("bytes")
+    def header(self, name: str, value: bytes) -> int:
+        try:
+            if name.lower() == HEADER_NAME.lower():
+                self.ours += 1
+            line = name.encode("ascii", "replace") + b": " + value + b"\r\n"
+            if self.header_bytes_kept + len(line) <= MAX_HEADER_BYTES:
+                self.headers.append(line)
+                self.header_bytes_kept += len(line)
+            else:
+                self.headers_capped = True
+        except Exception as error:  # decided at end of message
+            self.problem = self.problem or f"header: {error!r}"
+        return Milter.CONTINUE
+
+    @Milter.noreply
+    def eoh(self) -> int:
+        """Not skipped: libmilter refuses body chunks straight after DATA when a message
+        has no header at all and the end-of-headers event was negotiated away."""
+        return Milter.CONTINUE
+
+    @Milter.noreply
+    def body(self, chunk: bytes) -> int:
+        try:
+            self.body_size += len(chunk)
+            room = self.runtime.settings.milter.max_body_bytes - self.body_kept
+            if room > 0:
+                part = chunk if len(chunk) <= room else chunk[:room]
+                self.chunks.append(part)
+                self.body_kept += len(part)
+        except Exception as error:  # decided at end of message
+            self.problem = self.problem or f"body: {error!r}"
+        return Milter.CONTINUE
+
+    # -- deciding -------------------------------------------------------------------
+
+    def eom(self) -> int:
+        rt = self.runtime
+        self.started = time.monotonic()
+        queue_id = self._queue_id()
+        fields: dict[str, object] = {"queue": queue_id}
+        try:
+            if self.problem:
+                raise RuntimeError(self.problem)
+            engine = rt.engine()
+            if engine is None:
+                return self._on_error(fields, "store unavailable")
+            raw = b"".join(self.headers) + b"\r\n" + b"".join(self.chunks)
+            envelope = [_bare(r) for r in self.recipients]
+            verdict = engine.check(raw, envelope, record=False)
+            plan = self._plan(verdict)
+            self._apply(plan)
+            recorded = None
+            if plan.record:
+                try:
+                    engine.record(verdict)
+                    recorded = True
+                except Exception as error:  # the message is accepted anyway
+                    recorded = False
+                    rt.logger.warning("queue=%s cannot record the message: %s",
+                                      queue_id, error)
+            fields["action"] = plan.action
+            fields.update(verdict_fields(verdict))
+            fields.update(self._size_fields())
+            fields["rcpts"] = len(self.recipients)
+            fields["dropped"] = len(plan.drop)
+            fields["recorded"] = recorded if recorded is not None else False
+            fields["ms"] = round((time.monotonic() - self.started) * 1000, 1)
+            log_verdict(rt.logger, **fields)
+            return plan.result
+        except Exception as error:  # never a traceback to the MTA
+            return self._on_error(fields, f"{type(error).__name__}: {error}")
+        finally:
+            self._end_message()
+            self._reset()
+
+    def _plan(self, verdict: Verdict) -> Plan:
+        m = self.runtime.settings.milter
+        action = m.actions.for_verdict(verdict.verdict)
+        value = clean_value(verdict.header_value())
+        if action == "reject":
+            return Plan("reject", reply=("550", "5.7.1", _reply_text(m.reject_message)),
+                        result=Milter.REJECT)
+        if action == "tempfail":
+            return Plan("tempfail", reply=("451", "4.7.1", _reply_text(m.reject_message)),
+                        result=Milter.TEMPFAIL)
+        if action == "discard":
+            return Plan("discard", result=Milter.DISCARD)
+        if action == "accept":
+            return Plan("accept", record=True)
+        if action == "quarantine":
+            return Plan("quarantine", add_header=value, record=True,
+                        quarantine=clean_value(f"{m.quarantine_reason} ({value})"))
+        if action == "drop-recipients" and verdict.is_duplicate:
+            if verdict.all_recipients_seen:
+                return Plan("discard", result=Milter.DISCARD)
+            seen = {r.lower() for r in verdict.recipients_seen}
+            drop = [r for r in self.recipients if _bare(r).lower() in seen]
+            return Plan("drop-recipients" if drop else "tag", add_header=value, drop=drop,
+                        record=True)
+        return Plan("tag", add_header=value, record=True)
+
+    def _apply(self, plan: Plan) -> None:
+        if plan.result == Milter.ACCEPT:
+            # Never let an X-Dupfilter from outside through: delete the last one first.
+            for index in range(self.ours, 0, -1):
+                self.chgheader(HEADER_NAME, index, "")
+            for rcpt in plan.drop:
+                self.delrcpt(rcpt)
+            if plan.add_header is not None:
+                self.addheader(HEADER_NAME, plan.add_header)
+            if plan.quarantine is not None:
+                self.quarantine(plan.quarantine)
+        if plan.reply is not None:
+            self.setreply(*plan.reply)
+
+    def _on_error(self, fields: dict[str, object], why: str) -> int:
+        rt = self.runtime
+        mode = rt.settings.milter.on_error
+        fields.update({"action": mode, "error": why})
+        fields.update(self._size_fields())
+        try:
+            log_verdict(rt.logger, logging.WARNING, **fields)
+        except Exception:  # logging must not turn into a reject
+            pass
+        if mode == "tempfail":
+            try:
+                self.setreply("451", "4.3.0", "dupfilter temporarily unavailable, "
+                              "try again later")
+            except Exception:  # plain TEMPFAIL then
+                pass
+            return Milter.TEMPFAIL
+        return Milter.ACCEPT
+
+    def _size_fields(self) -> dict[str, object]:
+        capped = self.body_kept < self.body_size
+        return {"bytes": self.header_bytes_kept + self.body_size,
+                "capped": capped or self.headers_capped}
+
+    def _queue_id(self) -> str | None:
+        try:
+            return self.getsymval("i") or None
+        except Exception:  # no context (tests) or no macro
+            return None
+
+    # -- clean-up -------------------------------------------------------------------
+
+    def abort(self) -> int:
+        self._end_message()
+        self._reset()
+        return Milter.CONTINUE
+
+    def close(self) -> int:
+        self._end_message()
+        self._reset()
+        return Milter.CONTINUE
+
+
+class NagleMilter(DupfilterMilter):
+    """For measurements only (``--no-tcp-fixes``): the DATA event skipped again."""
+
+    @Milter.nocallback
+    def data(self) -> int:
+        return Milter.CONTINUE
+
+
+def _bare(address: str) -> str:
+    """An envelope address without angle brackets."""
+    return address.strip().strip("<>").strip()
+
+
+def _reply_text(text: str) -> str:
+    """SMTP reply text for libmilter: one line, '%' doubled."""
+    return clean_value(text).replace("%", "%%")
+
+
+# ------------------------------------------------------------------------------ serving
+
+def set_listener_nodelay(spec: str, logger: logging.Logger,
+                         fds: Iterable[int] | None = None) -> int:
+    """Set TCP_NODELAY on libmilter's listening socket for ``spec``; returns how many.
+
+    libmilter does not set it; Linux copies it to every accepted connection, so the
+    milter's replies (e.g. a header change followed by ACCEPT) are not held back by Nagle
+    waiting for the MTA's delayed ACK (docs/postfix.md, "TCP and Nagle").
+    """
+    found = _INET.match(spec)
+    if not found:
+        return 0
+    port = int(found.group(1))
+    changed = 0
+    for fd in fds if fds is not None else range(3, 1024):
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+        except OSError:
+            continue
+        try:
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            if sock.family not in (socket.AF_INET, socket.AF_INET6):
+                continue
+            if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                continue
+            if sock.getsockname()[1] != port:
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            changed += 1
+        except OSError as error:
+            logger.warning("cannot set TCP_NODELAY on the milter socket: %s", error)
+        finally:
+            sock.close()
+    if not changed:
+        logger.warning("listening socket for %s not found; TCP_NODELAY not set", spec)
+    return changed
+
+
+def _register(name: str, timeout: int) -> None:
+    """pymilter's runmilter() up to milter.opensocket(), split so we can act in between."""
+    milter = Milter.milter
+    milter.set_flags(ACTION_FLAGS)
+    milter.set_connect_callback(Milter.connect_callback)
+    milter.set_helo_callback(lambda ctx, host: ctx.getpriv().hello(host))
+    milter.set_envfrom_callback(lambda ctx, *b: ctx.getpriv().envfrom_bytes(*b))
+    milter.set_envrcpt_callback(lambda ctx, *b: ctx.getpriv().envrcpt_bytes(*b))
+    milter.set_header_callback(lambda ctx, f, v: ctx.getpriv().header_bytes(f, v))
+    milter.set_eoh_callback(lambda ctx: ctx.getpriv().eoh())
+    milter.set_body_callback(lambda ctx, chunk: ctx.getpriv().body(chunk))
+    milter.set_eom_callback(lambda ctx: ctx.getpriv().eom())
+    milter.set_abort_callback(lambda ctx: ctx.getpriv().abort())
+    milter.set_close_callback(Milter.close_callback)
+    if timeout > 0:
+        milter.settimeout(timeout)
+    milter.register(name, data=lambda ctx: ctx.getpriv().data(),
+                    unknown=lambda ctx, cmd: ctx.getpriv().unknown(cmd),
+                    negotiate=Milter.negotiate_callback)
+
+
+def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None,
+          allow_root: bool = False, tcp_fixes: bool = True,
+          store_retry: float = STORE_RETRY_SECONDS) -> int:
+    """Open the socket, drop privileges, run until SIGTERM; returns the exit status."""
+    m = settings.milter
+    spec = m.socket
+    runtime = Runtime(settings, logger, retry_seconds=store_retry)
+    DupfilterMilter.runtime = runtime
+    Milter.factory = DupfilterMilter if tcp_fixes else NagleMilter
+    milter = Milter.milter
+    _register(PROGRAM, m.timeout)
+    milter.setconn(spec)
+    path = spec.split(":", 1)[1] if spec.startswith(("unix:", "local:")) else None
+    if path:
+        folder = os.path.dirname(path) or "."
+        if not os.path.isdir(folder):
+            raise DaemonError(f"socket {spec}: folder {folder} does not exist")
+        old = os.umask(0o777 & ~int(m.socket_mode, 8))
+        try:
+            milter.opensocket(True)
+        finally:
+            os.umask(old)
+        set_socket_permissions(path, m.socket_mode, m.socket_group, logger)
+    else:
+        try:
+            milter.opensocket(True)
+        except milter.error as error:
+            raise DaemonError(f"cannot listen on {spec}: {error}") from None
+        if tcp_fixes:
+            set_listener_nodelay(spec, logger)
+    import mailfilter.engine  # noqa: F401 - load it (and numpy) while files are readable
+    check_privileges(user, allow_root, logger)
+    runtime.open_engine()
+    actions = m.actions
+    logger.info("%s %s listening on %s (unique=%s duplicate=%s near-duplicate=%s "
+                "on_error=%s scope=%s)", PROGRAM, __version__, spec, actions.unique,
+                actions.duplicate, actions.near_duplicate, m.on_error,
+                settings.detector.scope)
+    try:
+        milter.main()
+    except milter.error as error:
+        logger.error("milter stopped: %s", error)
+        status = 1
+    else:
+        status = 0
+    busy = runtime.inflight
+    if busy:
+        logger.info("stopping: waiting for %d message(s) in flight", busy)
+    if not runtime.drain(SHUTDOWN_GRACE_SECONDS):
+        logger.warning("stopping with %d message(s) still in flight", runtime.inflight)
+    runtime.close()
+    logger.info("%s stopped", PROGRAM)
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM, description="Duplicate and near-duplicate mail milter for Postfix and "
+        "Sendmail.  Flags override the configuration file.")
+    add_daemon_arguments(parser)
+    parser.add_argument("--socket", metavar="SPEC",
+                        help="inet:PORT@HOST or unix:/path (overrides milter.socket)")
+    parser.add_argument("--store-retry", metavar="SECONDS", type=float,
+                        default=STORE_RETRY_SECONDS,
+                        help="when the store cannot be opened, try again this often "
+                             "(default %(default)g; meanwhile messages get on_error)")
+    parser.add_argument("--no-tcp-fixes", dest="tcp_fixes", action="store_false",
+                        help="for measurements only: leave Nagle on (no TCP_NODELAY) and "
+                             "skip the DATA event (about +90 ms a message over TCP)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console script ``dupfilter-milter``."""
+    # libmilter stops on SIGTERM/SIGHUP (and aborts on SIGINT) through a thread that waits
+    # for them with sigwait(); every other thread must have them blocked.  Block them before
+    # numpy (imported with the engine) starts its BLAS threads, or SIGTERM kills the process
+    # outright, messages in flight included.
+    signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_daemon_settings(args)
+        if args.socket:
+            settings.milter.socket = args.socket
+        if not settings.milter.socket.startswith(("unix:", "local:", "inet:", "inet6:")):
+            raise ConfigError(f"milter.socket {settings.milter.socket!r}: expected "
+                              "inet:PORT@HOST or unix:/path")
+        logger = setup_logging(settings.log, PROGRAM)
+        if os.geteuid() == 0 and not args.user and not args.allow_root:
+            raise DaemonError("refusing to run as root: pass --user NAME to switch to an "
+                              "unprivileged user, or --allow-root")
+        status = serve(settings, logger, user=args.user, allow_root=args.allow_root,
+                       tcp_fixes=args.tcp_fixes, store_retry=args.store_retry)
+    except (ConfigError, DaemonError) as error:
+        return exit_on_config_error(PROGRAM, error)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # libmilter's session threads are not Python threads: skip interpreter finalisation.
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
