@@ -174,6 +174,14 @@ class SmtpdSettings:
 
 
 @dataclass
+class PolicySettings:
+    """Allow rules for mail that legitimately repeats (see mailfilter/policy.py)."""
+
+    # e.g. [{ name = "cron", field = "from", pattern = "^cron@", action = "skip" }]
+    rules: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class LogSettings:
     # "stderr" (journald) or "syslog".
     target: str = "stderr"
@@ -187,6 +195,7 @@ class Settings:
     detector: DetectorSettings = field(default_factory=DetectorSettings)
     milter: MilterSettings = field(default_factory=MilterSettings)
     smtpd: SmtpdSettings = field(default_factory=SmtpdSettings)
+    policy: PolicySettings = field(default_factory=PolicySettings)
     log: LogSettings = field(default_factory=LogSettings)
     # Where the settings came from (None: built-in defaults).
     source: str | None = None
@@ -220,6 +229,14 @@ class Settings:
         for ok, key, why in checks:
             if not ok:
                 raise ConfigError(f"{self.source or 'settings'}: {key} {why}")
+        if not all(isinstance(word, str) for word in self.fingerprint.stoplist):
+            raise ConfigError(f"{self.source or 'settings'}: fingerprint.stoplist must be a "
+                              "list of words")
+        from mailfilter.policy import PolicyError, compile_rules
+        try:
+            compile_rules(self.policy.rules)
+        except PolicyError as error:
+            raise ConfigError(f"{self.source or 'settings'}: {error}") from None
         for key, value in (("store.retention", self.store.retention),):
             try:
                 parse_duration(value)
@@ -249,8 +266,8 @@ def _apply(target: Any, table: dict[str, Any], prefix: str, path: str, text: str
         expected = type(current)
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if expected is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
-            pass
+        if expected is list and isinstance(value, list):
+            pass  # element types are checked by Settings.validate()
         elif not isinstance(value, expected) or isinstance(value, bool) != (expected is bool):
             raise ConfigError(f"{where}: {prefix}{raw_key} must be {expected.__name__}, "
                               f"not {type(value).__name__}")

@@ -66,6 +66,10 @@ class Verdict:
     containment: float | None = None
     skipped_by: str | None = None
     defects: tuple[str, ...] = ()
+    # False when an allow rule says this message must not be remembered.
+    record_allowed: bool = True
+    # The allow rule that exempted this message from recording (action no-record).
+    rule: str | None = None
 
     @property
     def is_duplicate(self) -> bool:
@@ -94,6 +98,8 @@ class Verdict:
             if match_id:
                 parts.append(f"match=<{match_id.strip('<>')}>")
             parts.append(f"seen={self.seen}")
+        if self.rule:
+            parts.append(f"rule={self.rule}")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, object]:
@@ -108,7 +114,7 @@ class Verdict:
                 "message_id": self.message_id,
                 "recipients_seen": list(self.recipients_seen),
                 "containment": None if self.containment is None else round(self.containment, 4),
-                "skipped_by": self.skipped_by}
+                "skipped_by": self.skipped_by, "rule": self.rule}
 
 
 class Detector:

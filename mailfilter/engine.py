@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from mailfilter import fingerprint as fingerprints
 from mailfilter.config import FingerprintSettings, Settings
-from mailfilter.detector import Detector, Verdict
+from mailfilter.detector import UNIQUE, Detector, Verdict
 from mailfilter.message import parse
+from mailfilter.policy import compile_rules, first_match
 from mailfilter.store import Store, open_store
 
 
@@ -25,6 +26,7 @@ class Analysis:
     message_id: str | None
     fingerprint: fingerprints.Fingerprint
     defects: tuple[str, ...]
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def analyse(raw: bytes, settings: FingerprintSettings) -> Analysis:
@@ -34,7 +36,7 @@ def analyse(raw: bytes, settings: FingerprintSettings) -> Analysis:
         message, histogram=settings.histogram, ngram=settings.ngram,
         sketch_size=settings.sketch_size, stoplist=frozenset(settings.stoplist),
         chunk_average=settings.chunk_average, chunk_sample=settings.chunk_sample)
-    return Analysis(message.message_id, fp, message.defects)
+    return Analysis(message.message_id, fp, message.defects, message.headers)
 
 
 class Engine:
@@ -53,6 +55,7 @@ class Engine:
             retention_seconds=settings.store.retention_seconds())
         self.detector = Detector(self.store, settings.detector, sketch_size=fp.sketch_size,
                                  index_size=fp.index_size)
+        self.rules = compile_rules(settings.policy.rules)
 
     def __enter__(self) -> Engine:
         return self
@@ -64,20 +67,36 @@ class Engine:
         return analyse(raw, self.settings.fingerprint)
 
     def check(self, raw: bytes, recipients: Sequence[str] = (), *, record: bool = True,
-              now: int | None = None) -> Verdict:
-        """Verdict on ``raw``; with ``record`` it is remembered in the same transaction."""
-        return self.decide(self.analyse(raw), recipients, record=record, now=now)
+              now: int | None = None, sender: str | None = None) -> Verdict:
+        """Verdict on ``raw``; with ``record`` it is remembered in the same transaction.
+
+        ``recipients`` and ``sender`` are the envelope's, when the front end knows them.
+        """
+        return self.decide(self.analyse(raw), recipients, record=record, now=now,
+                           sender=sender)
 
     def decide(self, analysis: Analysis, recipients: Sequence[str] = (), *,
-               record: bool = True, now: int | None = None) -> Verdict:
+               record: bool = True, now: int | None = None,
+               sender: str | None = None) -> Verdict:
         """Verdict on an already analysed message (see :func:`analyse`)."""
         when = int(time.time()) if now is None else now
         recipients = tuple(recipients)
+        rule = first_match(self.rules, analysis.headers, sender, recipients) \
+            if self.rules else None
+        if rule is not None and rule.action == "skip":
+            return Verdict(UNIQUE, None, "", None, analysis.fingerprint, analysis.message_id,
+                           recipients, skipped_by=rule.name, defects=analysis.defects,
+                           record_allowed=False)
+        if rule is not None:
+            record = False
 
         def check() -> Verdict:
             verdict = self.detector.check(analysis.fingerprint, analysis.message_id,
                                           recipients)
             verdict.defects = analysis.defects
+            if rule is not None:
+                verdict.record_allowed = False
+                verdict.rule = rule.name
             if record:
                 self.detector.record(verdict, when)
             return verdict
@@ -87,8 +106,13 @@ class Engine:
         atomically = getattr(self.store, "atomically", None)
         return atomically(check) if atomically else check()
 
-    def record(self, verdict: Verdict, now: int | None = None) -> int:
-        """Remember a message checked earlier with ``record=False`` (e.g. once accepted)."""
+    def record(self, verdict: Verdict, now: int | None = None) -> int | None:
+        """Remember a message checked earlier with ``record=False`` (e.g. once accepted).
+
+        A message an allow rule exempted from recording is not remembered (None).
+        """
+        if not verdict.record_allowed:
+            return None
         when = int(time.time()) if now is None else now
         atomically = getattr(self.store, "atomically", None)
         if atomically:

@@ -38,8 +38,7 @@ _UNFOLD = re.compile(rb"\n[ \t]+")
 _HEADER_LINE = re.compile(rb"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$", re.MULTILINE)
 _PARAM = re.compile(r";\s*([!#-'*+.0-9A-Z^-~-]+)\s*=\s*(\"[^\"]*\"|[^;\s]*)")
 _EMPTY_PARAMS = re.compile(rb";(?:[ \t]*;)+")
-_FAST_HEADERS = (b"content-type", b"content-transfer-encoding", b"content-disposition",
-                 b"message-id", b"date")
+_HEADERS_MAX = 1000
 _HEADER_FIELD_MAX = 8192
 _HTML_DROP = "script, style, head, title, noscript, template"
 _MAX_PARTS = 200
@@ -69,6 +68,8 @@ class Message:
     quoted: str = ""
     attachments: tuple[Attachment, ...] = ()
     defects: tuple[str, ...] = field(default=())
+    # Every header field as (lowercased name, unfolded value), bounded, for policy rules.
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def raw_body(raw: bytes) -> bytes:
@@ -270,18 +271,19 @@ class _Collector:
                 return
 
 
-def _read_headers(head: bytes) -> dict[bytes, str]:
-    """The few header fields dupfilter needs, unfolded, first occurrence, length-capped.
+def read_headers(head: bytes) -> list[tuple[str, str]]:
+    """Header fields as (lowercased name, unfolded value), at most 1,000, values capped.
 
     A hand-rolled reader: no header objects are built, so a pathological 14 KB header
     costs microseconds.
     """
-    found: dict[bytes, str] = {}
+    fields: list[tuple[str, str]] = []
     for match in _HEADER_LINE.finditer(_UNFOLD.sub(b" ", head)):
-        name = match.group(1).lower()
-        if name in _FAST_HEADERS and name not in found:
-            found[name] = match.group(2)[:_HEADER_FIELD_MAX].decode("latin-1").strip()
-    return found
+        fields.append((match.group(1).lower().decode("latin-1"),
+                       match.group(2)[:_HEADER_FIELD_MAX].decode("latin-1").strip()))
+        if len(fields) >= _HEADERS_MAX:
+            break
+    return fields
 
 
 def _media_type(value: str) -> tuple[str, dict[str, str]]:
@@ -324,14 +326,17 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024) -> Message:
     if len(body) > max_body_bytes:
         body = body[:max_body_bytes]
         defects.append(f"body truncated to {max_body_bytes} bytes for fingerprinting")
-    headers = _read_headers(head)
-    media, params = _media_type(headers.get(b"content-type", "text/plain"))
+    fields = read_headers(head)
+    headers: dict[str, str] = {}
+    for name, value in fields:
+        headers.setdefault(name, value)
+    media, params = _media_type(headers.get("content-type", "text/plain"))
     collector = _Collector()
     if not media.startswith("multipart/") and media != "message/rfc822":
-        disposition = headers.get(b"content-disposition", "")
+        disposition = headers.get("content-disposition", "")
         filename = (_media_type("x/x;" + disposition)[1].get("filename")
                     or params.get("name"))
-        payload = transfer_decode(body, headers.get(b"content-transfer-encoding", ""),
+        payload = transfer_decode(body, headers.get("content-transfer-encoding", ""),
                                   collector.defects)
         collector.leaf(media, _known_charset(params.get("charset")), disposition, filename,
                        payload)
@@ -340,13 +345,14 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024) -> Message:
     defects.extend(collector.defects)
     text, quoted = split_quotes("\n".join(collector.texts))
     return Message(
-        message_id=headers.get(b"message-id") or None,
-        date=headers.get(b"date") or None,
+        message_id=headers.get("message-id") or None,
+        date=headers.get("date") or None,
         raw_body=chisto_body,
         text=text,
         quoted=quoted,
         attachments=tuple(collector.attachments),
         defects=tuple(defects),
+        headers=tuple(fields),
     )
 
 

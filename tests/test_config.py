@@ -47,6 +47,8 @@ def test_empty_file_means_defaults(tmp_path: Path) -> None:
     ("[milter.actions]\nduplicate = \"explode\"\n", "milter.actions.duplicate must be one of"),
     ("[store]\nretention = \"forever\"\n", "store.retention"),
     ("[detector\n", "Expected"),
+    ("[policy]\nrules = [{ field = \"subject\", pattern = \"x\" }]\n", "field must be one of"),
+    ("[policy]\nrules = [{ field = \"from\", pattern = \"(\" }]\n", "bad pattern"),
 ])
 def test_bad_values_name_the_key_and_line(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "bad.toml"

@@ -112,3 +112,26 @@ def test_evidence_explains_the_decision(engine: Engine) -> None:
     best = verdict.evidence[0]
     assert best.record.message_id == "<orig@x>" and "shingles" in best.found_by
     assert best.resemblance is not None and best.resemblance > 0.9
+
+
+def test_allow_rules_skip_or_do_not_record(tmp_path, settings: Settings) -> None:  # noqa: ANN001
+    settings.policy.rules = [
+        {"name": "cron", "field": "from", "pattern": "^cron@", "action": "skip"},
+        {"name": "alerts", "field": "header:X-Monitor", "pattern": "nagios",
+         "action": "no-record"},
+        {"name": "bulk", "field": "envelope-sender", "pattern": "@news\\.example$"},
+    ]
+    report = make_message(paragraph_text(30), sender="cron@host.example", message_id=None)
+    alert = make_message(paragraph_text(31), headers={"X-Monitor": "Nagios 4"}, message_id=None)
+    with Engine(settings, str(tmp_path)) as engine:
+        for _ in range(3):
+            verdict = engine.check(report)
+            assert verdict.header_value() == "unique; skipped=cron"
+            alerted = engine.check(alert)
+            assert alerted.verdict == "unique" and "rule=alerts" in alerted.header_value()
+        newsletter = make_message(paragraph_text(32), message_id=None)
+        for _ in range(2):
+            assert engine.check(newsletter, sender="list@news.example").skipped_by == "bulk"
+        assert engine.check(newsletter, sender="someone@else.example").verdict == "unique"
+        assert engine.check(newsletter, sender="someone@else.example").verdict == "duplicate"
+        assert engine.store.stats()["records"] == 1
