@@ -136,7 +136,12 @@ def round_percentile(latencies: list[float], rounds: int, fraction: float) -> fl
 
 
 def store_bytes(engine: Engine) -> tuple[float, float]:
-    """(bytes of B-tree pages, bytes of the data file) per record."""
+    """(bytes of B-tree pages, bytes of the data file) per record.
+
+    Bulk loading in large transactions leaves up to half the file as free pages (LMDB
+    copies every page it changes and reuses the old ones only two transactions later);
+    `mdb_copy -c` or deliveries in small transactions bring the file back to the tree.
+    """
     env = engine.store.env
     with env.begin() as txn:
         pages = sum(txn.stat(db)["branch_pages"] + txn.stat(db)["leaf_pages"]

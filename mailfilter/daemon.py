@@ -21,7 +21,7 @@ from typing import Any
 from mailfilter.config import ConfigError, LogSettings, Settings, load_settings
 
 SYSLOG_SOCKET = "/dev/log"
-_PLAIN = re.compile(r"[^\s\"\\=]*")
+_NEEDS_QUOTES = re.compile(r"[\s\"\\=\x00-\x1f\x7f]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -76,21 +76,25 @@ def format_value(value: Any) -> str:
     """One value of a ``key=value`` line: ``-`` for None, short floats, quoted if needed."""
     if value is None:
         return "-"
-    if isinstance(value, bool):
+    kind = type(value)
+    if kind is int:
+        return str(value)
+    if kind is bool:
         return "yes" if value else "no"
-    if isinstance(value, float):
+    if kind is float:
         return f"{value:.4f}".rstrip("0").rstrip(".") if value == value else "nan"
     if isinstance(value, (list, tuple, set, frozenset)):
         value = ",".join(str(item) for item in value)
-    text = _CONTROL.sub(" ", str(value))
-    if text and _PLAIN.fullmatch(text):
+    text = str(value)
+    if text and not _NEEDS_QUOTES.search(text):
         return text
+    text = _CONTROL.sub(" ", text)
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def format_fields(fields: Mapping[str, Any]) -> str:
     """``key=value key=value ...`` in the order given (the order is part of the format)."""
-    return " ".join(f"{key}={format_value(value)}" for key, value in fields.items())
+    return " ".join([f"{key}={format_value(value)}" for key, value in fields.items()])
 
 
 def log_verdict(logger: logging.Logger, level: int = logging.INFO, **fields: Any) -> None:

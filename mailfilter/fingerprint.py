@@ -3,7 +3,7 @@
 * character histogram (seed 000, ``chisto``): 36 bins ``0-9a-z``, scaled so the largest bin
   is 255 when any count exceeds 255 (truncating, exactly as the C code's double arithmetic);
 * word shingles (seed 001): Unicode letter/digit tokens, lowercased, stoplist removed,
-  n-grams hashed to stable 64-bit values, kept as a bottom-k sketch (Broder's sampling) of
+  n-grams hashed to stable values, kept as a bottom-k sketch (Broder's sampling) of
   their top 32 bits (half the store, and collisions among k = 64 values stay negligible);
 * an exact digest of the whitespace-folded text (plus attachment digests);
 * FastCDC chunk digests of attachments (seed 004), sampled bottom-k by digest.
@@ -11,11 +11,14 @@
 
 from __future__ import annotations
 
+import heapq
 import re
+import sys
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
-import numpy as np
 import xxhash
 from pyfastcdc.cy import FastCDC
 
@@ -23,12 +26,8 @@ from mailfilter.message import Message, raw_body
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
 HISTOGRAM_BINS = len(ALPHABET)
+_CHARACTERS = [ALPHABET[i:i + 1] for i in range(HISTOGRAM_BINS)]
 _TOKEN = re.compile(r"[^\W_]+")
-_UINT64 = np.uint64
-# Odd 64-bit constants: the polynomial base over token hashes and splitmix64's finaliser.
-_POLY_BASE = _UINT64(0x9E3779B97F4A7C15)
-_MIX_1 = _UINT64(0xBF58476D1CE4E5B9)
-_MIX_2 = _UINT64(0x94D049BB133111EB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +60,7 @@ def character_histogram(data: bytes) -> tuple[bytes, int]:
     ``(char)((double)work[k] * factor)``.
     """
     lowered = data.lower()
-    counts = [lowered.count(ALPHABET[i:i + 1]) for i in range(HISTOGRAM_BINS)]
+    counts = [lowered.count(character) for character in _CHARACTERS]
     largest = max(counts)
     total = sum(counts)
     if largest > 255:
@@ -88,48 +87,47 @@ _TOKEN_CACHE: dict[str, int] = {}
 _TOKEN_CACHE_MAX = 200_000
 
 
-def _token_hash(token: str) -> int:
-    """xxh3-64 of a token, memoised: mail vocabulary repeats, hashing is the hot path."""
-    value = _TOKEN_CACHE.get(token)
-    if value is None:
-        if len(_TOKEN_CACHE) >= _TOKEN_CACHE_MAX:
-            _TOKEN_CACHE.clear()
-        value = _TOKEN_CACHE[token] = xxhash.xxh3_64_intdigest(token.encode("utf-8"))
-    return value
+def _token_hash_bytes(tokens: Sequence[str]) -> bytes:
+    """xxh3-64 of every token, packed as little-endian u64 (8 bytes a token).
+
+    Memoised, since mail vocabulary repeats; the per-token lookups run in C
+    (``itemgetter``) rather than in a Python loop.
+    """
+    cache = _TOKEN_CACHE
+    missing = set(tokens).difference(cache)
+    if missing:
+        if len(cache) + len(missing) > _TOKEN_CACHE_MAX:
+            cache.clear()
+            missing = set(tokens)
+        for token in missing:
+            cache[token] = xxhash.xxh3_64_intdigest(token.encode("utf-8", "surrogatepass"))
+    values = array("Q", [cache[tokens[0]]] if len(tokens) == 1 else itemgetter(*tokens)(cache))
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values.tobytes()
 
 
-def shingle_positions(tokens: Sequence[str], ngram: int) -> np.ndarray:
-    """The 32-bit hash of the n-gram starting at each token position (uint64 array).
+def shingle_positions(tokens: Sequence[str], ngram: int) -> list[int]:
+    """The 32-bit hash of the n-gram starting at each token position, in order.
 
-    Each token is hashed with xxh3-64; an n-gram's hash is a polynomial over its tokens'
-    hashes, finalised by splitmix64, of which the top 32 bits are kept.  Token boundaries
-    are explicit, so ``ab c`` and ``a bc`` differ; Python's randomised ``hash()`` is never
-    used.
+    Each token is hashed with xxh3-64; an n-gram's hash is the top 32 bits of the xxh3-64
+    of its tokens' hashes laid end to end.  Token boundaries are explicit, so ``ab c``
+    and ``a bc`` differ, and the value is the same on every machine and in every process
+    (Python's randomised ``hash()`` is never used).
     """
     if len(tokens) < ngram:
-        return np.empty(0, dtype=_UINT64)
-    token_hashes = np.fromiter(map(_token_hash, tokens), dtype=_UINT64, count=len(tokens))
-    count = len(tokens) - ngram + 1
-    with np.errstate(over="ignore"):
-        combined = token_hashes[:count].copy()
-        for offset in range(1, ngram):
-            combined = combined * _POLY_BASE + token_hashes[offset:offset + count]
-        combined ^= combined >> _UINT64(30)
-        combined *= _MIX_1
-        combined ^= combined >> _UINT64(27)
-        combined *= _MIX_2
-        combined ^= combined >> _UINT64(31)
-    return combined >> _UINT64(32)
+        return []
+    packed = memoryview(_token_hash_bytes(tokens))
+    width = 8 * ngram
+    digest = xxhash.xxh3_64_intdigest
+    return [digest(packed[start:start + width]) >> 32
+            for start in range(0, len(packed) - width + 1, 8)]
 
 
-def shingle_hashes(tokens: Sequence[str], ngram: int) -> np.ndarray:
-    """Distinct stable hashes of every word n-gram, sorted (see :func:`shingle_positions`)."""
-    return np.unique(shingle_positions(tokens, ngram))
-
-
-def bottom_k(hashes: np.ndarray, k: int) -> tuple[int, ...]:
-    """The k smallest distinct hashes, ascending (``hashes`` is sorted and distinct)."""
-    return tuple(int(value) for value in hashes[:k])
+def shingle_hashes(tokens: Sequence[str], ngram: int) -> list[int]:
+    """Distinct stable hashes of every word n-gram, ascending (see
+    :func:`shingle_positions`)."""
+    return sorted(set(shingle_positions(tokens, ngram)))
 
 
 def text_digest(text: str, attachment_digests: Iterable[bytes] = ()) -> bytes:
@@ -171,10 +169,10 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     hist, chars = character_histogram(source)
     tokens = tokenize(message.text, stoplist)
     positions = shingle_positions(tokens, ngram)
-    hashes = np.unique(positions)
-    sketch = bottom_k(hashes, sketch_size)
+    distinct = set(positions)
+    sketch = tuple(heapq.nsmallest(sketch_size, distinct))
     tail_from = max(0, _tail_start(message.text, stoplist, tail_lines) - ngram + 1)
-    tail = set(positions[tail_from:].tolist()) if positions.size else set()
+    tail = set(positions[tail_from:])
     attachment_digests = [xxhash.xxh3_128_digest(a.data) for a in message.attachments]
     chunks: list[tuple[int, int]] = []
     attachment_bytes = 0
@@ -187,7 +185,7 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         histogram_sum=sum(hist),
         histogram_chars=chars,
         sketch=sketch,
-        shingle_count=int(hashes.size),
+        shingle_count=len(distinct),
         word_count=len(tokens),
         digest=text_digest(message.text, attachment_digests),
         chunks=tuple(sampled),

@@ -23,22 +23,25 @@ from selectolax.lexbor import LexborHTMLParser
 # A body separator exactly as chisto finds it: the first two consecutive LF bytes.
 _CHISTO_SEPARATOR = b"\n\n"
 _MBOX_FROM = re.compile(rb"\AFrom [^\n]*\n")
-# "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, and Outlook's separator line.
-_ATTRIBUTION = re.compile(
-    r"(^(on|am|le|el)\b.{0,200}\b(wrote|writes|schrieb|a écrit|escribió)\s*:\s*$)"
-    r"|(^.{0,120}\b(wrote|writes)\s*:\s*$)"
-    r"|(^-{2,}\s*original message\s*-{2,}\s*$)",
-    re.IGNORECASE)
-_OUTLOOK_ORIGINAL = re.compile(r"^-{2,}\s*original message\s*-{2,}\s*$", re.IGNORECASE)
-_SIGNATURE = re.compile(r"^-- ?$")
-_LIST_FOOTER = re.compile(r"^_{20,}\s*$")
+# Quoted lines, and "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins.
+_QUOTE_OR_ATTRIBUTION = re.compile(
+    r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)"
+    r"|^[ \t]*(?:(?:on|am|le|el)\b[^\n]{0,200}?\b(?:wrote|writes|schrieb|a écrit|escribió)"
+    r"|[^\n]{0,120}?\b(?:wrote|writes))[ \t]*:[ \t]*(?:\n|\Z)",
+    re.MULTILINE | re.IGNORECASE)
+# Where the new text ends: a signature or Outlook's "Original Message" line (group 1), or a
+# line of underscores that starts a short closing block (a Mailman footer).
+_CUT_LINE = re.compile(
+    r"^(-- ?|-{2,}[ \t]*original message[ \t]*-{2,})[ \t]*$|^_{20,}[ \t]*$",
+    re.MULTILINE | re.IGNORECASE)
 _FOOTER_MAX_LINES = 12
 _NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
-_UNFOLD = re.compile(rb"\n[ \t]+")
 _HEADER_LINE = re.compile(rb"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$", re.MULTILINE)
 _PARAM = re.compile(r";\s*([!#-'*+.0-9A-Z^-~-]+)\s*=\s*(\"[^\"]*\"|[^;\s]*)")
 _EMPTY_PARAMS = re.compile(rb";(?:[ \t]*;)+")
 _HEADERS_MAX = 1000
+_UNFOLD_TEXT = re.compile(r"\n[ \t]+")
+_HEADER_FIELD = re.compile(r"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$", re.MULTILINE)
 _HEADER_FIELD_MAX = 8192
 _HTML_DROP = "script, style, head, title, noscript, template"
 _MAX_PARTS = 200
@@ -173,28 +176,17 @@ def split_quotes(text: str) -> tuple[str, str]:
 
     Everything after a ``-- `` signature line, after an Outlook ``Original Message`` line,
     or in a short closing block under a line of underscores (Mailman's footer) is set aside.
+    Regular expressions over the whole text do the work (no Python loop per line).
     """
-    lines = text.split("\n")
-    kept: list[str] = []
-    aside: list[str] = []
-    last = len(lines)
-    for index, line in enumerate(lines):
-        head = line.lstrip()[:2]
-        if head[:1] == ">" or head == "|>":
-            aside.append(line)
-            continue
-        if head[:1] in ("-", "_"):
-            stripped = line.rstrip()
-            if _SIGNATURE.match(stripped) or _OUTLOOK_ORIGINAL.match(stripped) or (
-                    _LIST_FOOTER.match(stripped) and last - index <= _FOOTER_MAX_LINES + 1):
-                aside.extend(lines[index:])
-                break
-        elif line.rstrip().endswith(":") and len(line) < 250 and _ATTRIBUTION.match(
-                line.strip()):
-            aside.append(line)
-            continue
-        kept.append(line)
-    return "\n".join(kept), "\n".join(aside)
+    aside_tail = ""
+    for cut in _CUT_LINE.finditer(text):
+        if cut.group(1) is not None or text.count("\n", cut.start()) <= _FOOTER_MAX_LINES:
+            text, aside_tail = text[:cut.start()], text[cut.start():]
+            break
+    quoted = _QUOTE_OR_ATTRIBUTION.findall(text)
+    if quoted:
+        text = _QUOTE_OR_ATTRIBUTION.sub("", text)
+    return text, "".join(quoted) + aside_tail
 
 
 def _filename(part: email.message.Message) -> str | None:
@@ -277,13 +269,9 @@ def read_headers(head: bytes) -> list[tuple[str, str]]:
     A hand-rolled reader: no header objects are built, so a pathological 14 KB header
     costs microseconds.
     """
-    fields: list[tuple[str, str]] = []
-    for match in _HEADER_LINE.finditer(_UNFOLD.sub(b" ", head)):
-        fields.append((match.group(1).lower().decode("latin-1"),
-                       match.group(2)[:_HEADER_FIELD_MAX].decode("latin-1").strip()))
-        if len(fields) >= _HEADERS_MAX:
-            break
-    return fields
+    found = _HEADER_FIELD.findall(_UNFOLD_TEXT.sub(" ", head.decode("latin-1")))
+    return [(name.lower(), value[:_HEADER_FIELD_MAX].strip())
+            for name, value in found[:_HEADERS_MAX]]
 
 
 def _media_type(value: str) -> tuple[str, dict[str, str]]:

@@ -226,7 +226,8 @@ class Connection:
         """Send ``commands`` in one write (pipelined) and read one reply per command.
 
         With no commands, read one reply (the greeting); with ``payload`` (the message after
-        a 354), send it and read its one reply.  Any failure marks the connection broken.
+        a 354, or a whole BDAT command), send it and read its one reply.  Any failure marks
+        the connection broken, and so does a 421 (raised when it is the first reply).
         """
         self.busy = True
         try:
@@ -251,9 +252,10 @@ class Connection:
         finally:
             self.busy = False
         self.last_used = time.monotonic()
-        if replies and replies[0].code == 421:
+        if any(reply.code == 421 for reply in replies):
             self.broken = True
-            raise NextHopError(f"next hop is closing the connection: {replies[0].text()}")
+            if replies[0].code == 421:
+                raise NextHopError(f"next hop is closing the connection: {replies[0].text()}")
         return replies
 
     def close(self, quit: bool = True) -> None:
@@ -443,6 +445,9 @@ class Relay:
                             return tempfail("next hop refused a recipient it had accepted: "
                                             + refused[0].text())
                     assert self.conn is not None
+                    if self.conn.writer.is_closing() or self.conn.reader.at_eof():
+                        # It hung up while the upstream sent DATA: nothing went out yet.
+                        raise NextHopError("next hop closed the connection")
                     if "CHUNKING" in self.conn.capabilities:
                         return await self._send(b"BDAT %d LAST\r\n" % len(message) + message)
                     [reply] = await self.conn.exchange([b"DATA\r\n"])
@@ -493,6 +498,65 @@ class Relay:
         self.release()
 
 
+# ----------------------------------------------------------------------------- recording
+
+class GroupRecorder:
+    """Remembers delivered messages, many per store transaction (group commit).
+
+    A store commit waits for the disk (LMDB syncs at every commit, and writers take turns),
+    so one commit per message would cap the filter at one message per disk sync.  One
+    commit runs at a time; whatever is submitted meanwhile goes into the next one.  Each
+    caller still waits for its own commit, so a message is remembered before the upstream
+    hears that it was accepted.
+    """
+
+    def __init__(self, engine: Engine, executor: concurrent.futures.Executor,
+                 logger: logging.Logger, tasks: set[asyncio.Future[Any]]) -> None:
+        self.engine = engine
+        self.executor = executor
+        self.logger = logger
+        self.tasks = tasks
+        self._pending: list[tuple[Verdict, asyncio.Future[bool]]] = []
+        self._running = False
+
+    async def record(self, verdict: Verdict) -> bool:
+        """True once remembered; False when it failed or an allow rule says no."""
+        done = asyncio.get_running_loop().create_future()
+        self._pending.append((verdict, done))
+        if not self._running:
+            self._running = True
+            task = asyncio.ensure_future(self._commit_all())
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        return await asyncio.shield(done)
+
+    async def _commit_all(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    results = await loop.run_in_executor(self.executor, self._commit,
+                                                         [verdict for verdict, _ in batch])
+                except Exception as error:
+                    self.logger.warning("cannot record %d delivered message(s): %s: %s",
+                                        len(batch), type(error).__name__, error)
+                    results = [False] * len(batch)
+                for (_, done), result in zip(batch, results, strict=True):
+                    if not done.done():
+                        done.set_result(result)
+        finally:
+            self._running = False
+
+    def _commit(self, verdicts: list[Verdict]) -> list[bool]:
+        """One write transaction for the batch (engine.record joins it)."""
+        def run() -> list[bool]:
+            return [self.engine.record(verdict) is not None for verdict in verdicts]
+
+        atomically = getattr(getattr(self.engine, "store", None), "atomically", None)
+        return atomically(run) if atomically is not None else run()
+
+
 # ----------------------------------------------------------------------------- decisions
 
 @dataclass(slots=True)
@@ -520,6 +584,7 @@ class FilterHandler:
         self.executor = executor
         self.logger = logger
         self.server = server
+        self.recorder = GroupRecorder(engine, executor, logger, server.tasks)
 
     async def handle_EHLO(self, server: FilterSMTP, session: Any, envelope: Envelope,
                           hostname: str, responses: list[str]) -> list[str]:
@@ -568,7 +633,7 @@ class FilterHandler:
 
     # -- the work of one message ---------------------------------------------------
 
-    def _decide(self, raw: bytes, recipients: list[str]) -> Decision:
+    def _decide(self, raw: bytes, recipients: list[str], sender: str) -> Decision:
         """Core call and payload building (CPU work: runs in the executor).
 
         Per-recipient scope: when only some recipients already had the message, ``discard``
@@ -576,7 +641,7 @@ class FilterHandler:
         ``unique`` action), and ``reject`` becomes ``tag`` (one reply at the end of DATA
         cannot refuse some recipients only).
         """
-        verdict = self.engine.check(raw, recipients, record=False)
+        verdict = self.engine.check(raw, recipients, record=False, sender=sender)
         action = self.smtpd.actions.for_verdict(verdict.verdict)
         decision = Decision(action, verdict)
         deliver_as, header = action, verdict.header_value()
@@ -602,15 +667,16 @@ class FilterHandler:
         raw: bytes = envelope.original_content or b""
         recipients = list(envelope.rcpt_tos)
         fields: dict[str, Any] = {
+            "queue": envelope.xforward.get("IDENT"),      # the upstream's queue id
             "client": envelope.xforward.get("ADDR") or _peer(session),
-            "ident": envelope.xforward.get("IDENT"),
             "from": envelope.mail_from or "<>",
             "rcpts": len(recipients),
-            "size": len(raw),
+            "bytes": len(raw),
         }
         try:
+            sender = "" if envelope.mail_from in (None, "<>") else envelope.mail_from
             decision = await loop.run_in_executor(self.executor, self._decide, raw,
-                                                  recipients)
+                                                  recipients, sender)
         except Exception as error:      # the store, a parser bug, memory: on_error
             decision = Decision("tempfail" if self.smtpd.on_error == "tempfail" else "accept",
                                 None, error=f"{type(error).__name__}: {error}")
@@ -629,8 +695,10 @@ class FilterHandler:
             fields["error"] = decision.error
         reply, next_hop, recorded = await self._act(decision, relay, fields)
         if recorded is None:
+            # Remembered before the upstream hears 250, so that a copy sent right after
+            # this one's acceptance is known as a duplicate.
             recorded = reply.ok and decision.verdict is not None \
-                and await self._record(decision.verdict)
+                and await self.recorder.record(decision.verdict)
         fields["reply"] = reply.code
         fields["next_hop"] = next_hop
         queued = _QUEUED_AS.search(next_hop or "")
@@ -664,16 +732,6 @@ class FilterHandler:
             return tempfail(f"next hop: {error}"), str(error), False
         return reply, reply.text(), None
 
-    async def _record(self, verdict: Verdict) -> bool:
-        try:
-            await asyncio.get_running_loop().run_in_executor(
-                self.executor, self.engine.record, verdict)
-        except Exception as error:
-            self.logger.warning("could not record message %s: %s: %s", verdict.message_id,
-                                type(error).__name__, error)
-            return False
-        return True
-
 
 def _peer(session: Any) -> str | None:
     peer = getattr(session, "peer", None)
@@ -703,7 +761,7 @@ class FilterSMTP(SMTP):
     def __init__(self, handler: FilterHandler, server: FilterServer, **kwargs: Any) -> None:
         # Accept long lines (and bare-LF messages, which look like one long line) up to
         # the size limit: the next hop decides, we pass them on.
-        limit = kwargs.get("data_size_limit") or 0
+        limit = kwargs.get("data_size_limit") or 1 << 26
         self.line_length_limit = max(1001, min(limit + 8, 1 << 26))
         self.filter_server = server
         self.processing = False
@@ -753,7 +811,7 @@ class FilterSMTP(SMTP):
             status = status.encode("utf-8" if self.enable_SMTPUTF8 else "ascii")
         self._held.append(status + b"\r\n")
         buffered = getattr(self._reader, "_buffer", None)
-        if buffered is not None and b"\n" in buffered:
+        if buffered is not None and b"\n" in buffered and status[:3] not in (b"354", b"421"):
             return      # another complete command is waiting: answer it first
         replies, self._held = b"".join(self._held), []
         self._writer.write(replies)
@@ -796,7 +854,7 @@ class FilterServer:
         self.connections = connections
         self.hostname = hostname or socket.gethostname() or "localhost"
         self.sessions: set[FilterSMTP] = set()
-        self.tasks: set[asyncio.Task[Reply]] = set()
+        self.tasks: set[asyncio.Future[Any]] = set()
         self.draining = False
         self.pool: NextHop | None = None
         self.executor: concurrent.futures.ThreadPoolExecutor | None = None

@@ -17,7 +17,7 @@ sub-database   key                                         value
 =============  ==========================================  ============================
 
 The ±window histogram lookup is one ``getmulti`` over consecutive sums, and the window's
-histograms are compared in one numpy operation, not a Python loop per candidate.  Many
+histograms are compared without a loop over bins (one numpy operation for large windows).  Many
 processes may share the store; the map grows when it is full.
 """
 
@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import lmdb
-import numpy as np
 
 from mailfilter.store import (
     SCHEMA_VERSION,
@@ -53,6 +52,8 @@ _U32 = struct.Struct(">I")
 _TIME_ID = struct.Struct(">IQ")
 _DAY_VERDICT = struct.Struct(">IB")
 _HIST_ENTRY = 36 + 8
+_WINDOW_ENTRY = 2 + _HIST_ENTRY   # getmulti with keyfixed: sum key, then the value
+_NUMPY_WINDOW = 256
 _VERDICT_CODES = {"unique": 0, "duplicate": 1, "near-duplicate": 2}
 _MAX_MAP = 1 << 40
 _INDEXES = ("by_sum", "by_shingle", "by_digest", "by_msgid", "by_chunk")
@@ -60,6 +61,41 @@ _INDEXES = ("by_sum", "by_shingle", "by_digest", "by_msgid", "by_chunk")
 
 def _u64(value: int) -> bytes:
     return _U64.pack(value)
+
+
+def _close_histograms(packed: bytes, probe: Probe) -> list[tuple[int, int]]:
+    """(differing positions, doc id) of window entries within the limit; small windows.
+
+    XOR of the two histograms as integers leaves a zero byte where a bin is equal, so the
+    number of differing bins is 36 minus the zero bytes — no loop over the bins.
+    """
+    wanted = int.from_bytes(probe.histogram, "big")
+    limit = probe.histogram_max_positions
+    close = []
+    for offset in range(0, len(packed), _WINDOW_ENTRY):
+        stored = int.from_bytes(packed[offset + 2:offset + 38], "big")
+        positions = 36 - (stored ^ wanted).to_bytes(36, "big").count(0)
+        if positions <= limit:
+            close.append((positions, _U64.unpack_from(packed, offset + 38)[0]))
+    return close
+
+
+def _close_histograms_numpy(packed: memoryview, probe: Probe) -> list[tuple[int, int]]:
+    """The same for large windows, in one vectorised comparison (numpy loaded on demand,
+    so a one-message `dupfilter` process does not pay for importing it)."""
+    import numpy as np
+
+    entries = np.frombuffer(packed, dtype=np.uint8).reshape(-1, _WINDOW_ENTRY)
+    differing = (entries[:, 2:38] != np.frombuffer(probe.histogram, dtype=np.uint8)).sum(axis=1)
+    rows = np.nonzero(differing <= probe.histogram_max_positions)[0]
+    ids = entries[rows, 38:46].copy().view(">u8").ravel()
+    return list(zip(differing[rows].tolist(), ids.tolist(), strict=True))
+
+
+def _reason(error: lmdb.Error) -> str:
+    """LMDB's message without the C function name ("mdb_txn_commit: No space...")."""
+    text = str(error)
+    return text.split(": ", 1)[1] if text.startswith("mdb_") and ": " in text else text
 
 
 class LmdbStore:
@@ -166,6 +202,8 @@ class LmdbStore:
             except lmdb.MapResizedError:
                 with self._grow_lock:
                     self.env.set_mapsize(0)
+            except lmdb.Error as error:
+                raise StoreError(f"store {self.location}: {_reason(error)}") from None
         raise StoreError(f"store {self.location}: map kept changing size")
 
     def _write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
@@ -201,6 +239,12 @@ class LmdbStore:
                     txn.abort()
                 with self._grow_lock:
                     self.env.set_mapsize(0)
+            except lmdb.Error as error:
+                # Disk full, I/O error, a corrupted page: the store says so; callers pass
+                # mail through (or tempfail) and the next transaction tries again.
+                if txn is not None:
+                    txn.abort()
+                raise StoreError(f"store {self.location}: {_reason(error)}") from None
             except BaseException:
                 if txn is not None:
                     txn.abort()
@@ -290,15 +334,15 @@ class LmdbStore:
         packed = cursor.getmulti(keys, dupdata=True, dupfixed_bytes=_HIST_ENTRY, keyfixed=True)
         if not packed:
             return
-        entries = np.frombuffer(packed, dtype=np.uint8).reshape(-1, 2 + _HIST_ENTRY)
-        result.histogram_window_size = len(entries)
-        wanted = np.frombuffer(probe.histogram, dtype=np.uint8)
-        differing = (entries[:, 2:38] != wanted).sum(axis=1)
-        close = np.nonzero(differing <= probe.histogram_max_positions)[0]
-        if close.size > probe.max_candidates:
-            close = close[np.argsort(differing[close], kind="stable")[:probe.max_candidates]]
-        ids = entries[close, 38:46].copy().view(">u8").ravel()
-        result.by_histogram = {int(i): int(differing[c]) for i, c in zip(ids, close, strict=True)}
+        count = len(packed) // _WINDOW_ENTRY
+        result.histogram_window_size = count
+        if count >= _NUMPY_WINDOW:
+            close = _close_histograms_numpy(packed, probe)
+        else:
+            close = _close_histograms(bytes(packed), probe)
+        close.sort()
+        result.by_histogram = {doc_id: positions
+                               for positions, doc_id in close[:probe.max_candidates]}
 
     # -- writing -----------------------------------------------------------------------
 

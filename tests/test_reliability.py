@@ -1,0 +1,164 @@
+"""Faults: a full disk, kill -9 in the middle of writing, many writers and a pruner at once.
+
+Nothing here may lose a message or leave the store inconsistent (`dupfilter-db verify`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from helpers import make_message, paragraph_text
+
+from mailfilter.config import Settings
+from mailfilter.engine import Engine
+from mailfilter.store import StoreError
+
+DUPFILTER = shutil.which("dupfilter") or "dupfilter"
+DUPFILTER_DB = shutil.which("dupfilter-db") or "dupfilter-db"
+
+
+def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(list(args), input=stdin, capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def tiny_filesystem(tmp_path: Path):  # noqa: ANN201
+    """A 4 MB tmpfs (tests run as root, as CI does)."""
+    mount_point = tmp_path / "tiny"
+    mount_point.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)],
+                   check=True)
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_full_disk_passes_mail_and_recovers(tiny_filesystem: Path, settings: Settings) -> None:
+    store = tiny_filesystem / "store"
+    with Engine(settings, str(store)) as engine:
+        engine.check(make_message(paragraph_text(0)))
+        filler = tiny_filesystem / "filler"
+        free = shutil.disk_usage(tiny_filesystem).free
+        filler.write_bytes(b"\0" * (free - 4096))
+        failures = 0
+        for seed in range(1, 400):
+            try:
+                engine.check(make_message(paragraph_text(seed), message_id=f"<f{seed}@x>"))
+            except StoreError as error:
+                failures += 1
+                assert str(store) in str(error)
+        assert failures > 0, "the filesystem never filled up"
+        # The filter still delivers, unchanged, and says why once on stderr.
+        raw = make_message(paragraph_text(999), message_id="<while-full@x>")
+        result = run(DUPFILTER, "--db", str(store), "--tag", stdin=raw)
+        assert result.returncode == 0
+        assert result.stdout in (raw,) or result.stdout.endswith(raw.split(b"\n\n", 1)[1])
+        # Space comes back: the same engine checks and records again, without a restart.
+        filler.unlink()
+        after = engine.check(make_message(paragraph_text(5000), message_id="<after@x>"))
+        assert after.verdict == "unique"
+        assert engine.check(make_message(paragraph_text(5000), message_id="<again@x>")
+                            ).verdict == "duplicate"
+        assert engine.store.verify() == []
+
+
+@pytest.mark.slow
+def test_kill_9_during_import_never_corrupts_the_store(tmp_path: Path) -> None:
+    """50 times: an import killed at a random moment; the store opens and verifies, and
+    every delivery that was acknowledged (exit 0) is found again."""
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    for index in range(400):
+        (folder / f"{index:04d}.eml").write_bytes(
+            make_message(paragraph_text(index + 10_000, count=120), message_id=f"<i{index}@x>"))
+    store = str(tmp_path / "store")
+    rng = random.Random(9)
+    acknowledged = []
+    for attempt in range(50):
+        importer = subprocess.Popen([DUPFILTER_DB, "--db", store, "import", "--jobs", "1",
+                                     str(folder)], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.05, 0.6))
+        raw = make_message(paragraph_text(attempt + 50_000, count=80),
+                           message_id=f"<ack{attempt}@x>")
+        if run(DUPFILTER, "--db", store, "--tag", stdin=raw).returncode == 0:
+            acknowledged.append(raw)
+        importer.send_signal(signal.SIGKILL)
+        importer.wait()
+        verify = run(DUPFILTER_DB, "--db", store, "verify")
+        assert verify.returncode == 0, (attempt, verify.stdout[-2000:], verify.stderr)
+    assert len(acknowledged) == 50
+    for raw in acknowledged:
+        assert run(DUPFILTER, "--db", store, "--check", "--no-record",
+                   stdin=raw).returncode == 0
+
+
+@pytest.mark.slow
+def test_32_writers_and_a_pruner(tmp_path: Path) -> None:
+    """32 `dupfilter --tag` processes, 200 messages each, `dupfilter-db prune` meanwhile:
+    no error, every message recorded exactly once, the duplicates among them found."""
+    store = str(tmp_path / "store")
+    writers, per_writer, distinct = 32, 200, 1600
+    # Each distinct text is delivered four times, by different writers, in shuffled order.
+    plan = [seed % distinct for seed in range(writers * per_writer)]
+    random.Random(4).shuffle(plan)
+    texts = {seed: paragraph_text(seed + 70_000, count=60) for seed in range(distinct)}
+
+    def writer(number: int) -> list[bytes]:
+        verdicts = []
+        for index in range(per_writer):
+            seed = plan[number * per_writer + index]
+            raw = make_message(texts[seed], message_id=f"<w{number}.{index}@x>")
+            result = run(DUPFILTER, "--db", store, "--tag", stdin=raw)
+            assert result.returncode == 0 and not result.stderr, result.stderr
+            verdicts.append(result.stdout.split(b"\n", 1)[0])
+        return verdicts
+
+    stop = False
+
+    def pruner() -> int:
+        runs = 0
+        while not stop:
+            result = run(DUPFILTER_DB, "--db", store, "prune", "--older-than", "30d")
+            assert result.returncode in (0, 2), result.stderr
+            runs += 1
+            time.sleep(0.2)
+        return runs
+
+    with ThreadPoolExecutor(max_workers=writers + 1) as pool:
+        pruning = pool.submit(pruner)
+        results = list(pool.map(writer, range(writers)))
+        stop = True
+        assert pruning.result() > 0
+    headers = [line for verdicts in results for line in verdicts]
+    assert len(headers) == writers * per_writer
+    unique = sum(1 for h in headers if h == b"X-Dupfilter: unique")
+    duplicates = sum(1 for h in headers if h.startswith(b"X-Dupfilter: duplicate;"))
+    assert unique == distinct and duplicates == writers * per_writer - distinct
+    stats = json.loads(run(DUPFILTER_DB, "--db", store, "stats", "--json").stdout)
+    assert stats["records"] == distinct
+    assert run(DUPFILTER_DB, "--db", store, "verify").returncode == 0
+
+
+def test_sigterm_during_delivery_leaves_a_consistent_store(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    for seed in range(20):
+        proc = subprocess.Popen([DUPFILTER, "--db", store, "--tag"], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc.stdin.write(make_message(paragraph_text(seed)))
+        proc.stdin.close()
+        time.sleep(random.Random(seed).uniform(0, 0.2))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    if Path(store, "data.mdb").exists():
+        assert run(DUPFILTER_DB, "--db", store, "verify").returncode == 0
