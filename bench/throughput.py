@@ -1,0 +1,357 @@
+"""Throughput and memory of ``dupfilter-db`` against its peers on the SpamAssassin corpus.
+
+Each round runs every tool once, as its own child process, over the same messages:
+``dupfilter-db import`` and ``dupfilter-db scan --json`` (fresh stores), the seed's Perl
+Text::DeDuper, datasketch MinHash + MinHashLSH, procmail's ``formail -D`` (Message-ID cache)
+and mailfilter's parse + compute alone, timed per message.  The order rotates from round to
+round; the table gives medians over rounds.  Peak RSS is the child's maximum resident set
+as GNU time reports it.
+
+    python bench/throughput.py [--rounds 3] [--limit N] [--corpus TGZ] [--deduper SEED]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+SHARED = BENCH.parents[1] / "shared"
+PEERS = BENCH / "peers"
+MBOX_FROM = b"From bench@localhost Thu Jan  1 00:00:00 1970\n"
+FORMAIL_CACHE_BYTES = "100000000"
+SLOW_MS = 50.0
+TIME = "/usr/bin/time"
+SCAN = "dupfilter-db scan"
+# Runs in its own interpreter: one warm-up call, then parse + compute each listed file and
+# print its milliseconds.
+PER_MESSAGE = r"""
+import sys, time
+from mailfilter.fingerprint import compute
+from mailfilter.message import parse
+compute(parse(b"Subject: warm-up\n\nfirst call: lazy imports and compiled patterns\n"))
+with open(sys.argv[1], encoding="utf-8") as names:
+    for name in names:
+        with open(name.rstrip("\n"), "rb") as f:
+            raw = f.read()
+        start = time.perf_counter()
+        compute(parse(raw))
+        print((time.perf_counter() - start) * 1000.0)
+"""
+
+
+@dataclass(frozen=True)
+class Child:
+    """One finished child process: wall seconds, peak RSS and what it printed."""
+
+    seconds: float
+    peak_rss_kb: int
+    stdout: Path
+
+
+@dataclass
+class Tool:
+    """A contender: how to run it in a round and how to read what it found."""
+
+    name: str
+    run: Callable[[Path], Child]
+    found: Callable[[Child], str]
+    seconds: list[float] = field(default_factory=list)
+    rss_kb: list[int] = field(default_factory=list)
+    found_text: str = ""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The messages of one run, laid out for every tool."""
+
+    root: Path                 # where the tarball was unpacked
+    paths: list[Path]          # the corpus files, sorted, after --limit
+    folder: Path               # one hard link per message, named in corpus order
+    list_file: Path            # the folder's files, one path a line
+    mbox: Path                 # all messages as one Berkeley mbox
+    deduper_lib: Path          # holds Text/DeDuper.pm
+    total_bytes: int
+
+
+def run_child(argv: Sequence[str | Path], workdir: Path, *, stdin: Path | None = None,
+              env: dict[str, str] | None = None) -> Child:
+    """Run ``argv`` in ``workdir``, its own folder; stdout goes to a file there.
+
+    Peak RSS comes from GNU time, not ``os.wait4``: Linux carries the parent's high-water RSS
+    into a child across ``exec``, so ``wait4`` would report at least this Python process's.
+    """
+    out, err, rss = workdir / "stdout", workdir / "stderr", workdir / "maxrss"
+    with (open(out, "wb") as stdout, open(err, "wb") as stderr,
+          open(stdin or os.devnull, "rb") as source):
+        start = time.perf_counter()
+        code = subprocess.call([TIME, "-f", "%M", "-o", str(rss), *map(str, argv)],
+                               stdin=source, stdout=stdout, stderr=stderr, cwd=workdir, env=env)
+        seconds = time.perf_counter() - start
+    if code != 0:
+        tail = err.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"{argv[0]} exited {code}:\n{tail}")
+    return Child(seconds, int(rss.read_text().split()[-1]), out)
+
+
+def megabytes(kilobytes: float) -> float:
+    """GNU time's KiB in decimal MB, the unit of every size this bench prints."""
+    return kilobytes * 1024 / 1e6
+
+
+def child_env() -> dict[str, str]:
+    """The environment for Python children: this checkout's ``mailfilter`` comes first."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def ensure_peers() -> None:
+    """Install GNU time, formail, Digest::MD4 and datasketch where missing, saying so."""
+    missing = []
+    if not os.access(TIME, os.X_OK):
+        missing.append("time")
+    if shutil.which("formail") is None:
+        missing.append("procmail")
+    if subprocess.run(["perl", "-MDigest::MD4", "-e", "1"], capture_output=True).returncode:
+        missing.append("libdigest-md4-perl")
+    if missing:
+        print(f"installing {' '.join(missing)} (apt-get)", flush=True)
+        install = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        if subprocess.run(install, env=env).returncode:
+            subprocess.run(["apt-get", "update"], env=env, check=True)
+            subprocess.run(install, env=env, check=True)
+    if importlib.util.find_spec("datasketch") is None:
+        print("installing datasketch (pip)", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "datasketch>=1.5"], check=True)
+
+
+def dupfilter_db() -> list[str] | None:
+    """``dupfilter-db`` of this checkout (what its console script runs), None before it exists."""
+    if not (REPO / "mailfilter" / "cli.py").exists():
+        return None
+    return [sys.executable, "-c",
+            "import sys; from mailfilter.cli import db_main; sys.exit(db_main())"]
+
+
+def write_mbox(paths: Sequence[Path], mbox: Path) -> None:
+    """Concatenate messages into a Berkeley mbox, ``>``-quoting body lines that start "From "."""
+    quote = re.compile(rb"^(>*From )", re.MULTILINE)
+    with open(mbox, "wb") as out:
+        for path in paths:
+            raw = path.read_bytes()
+            head = MBOX_FROM
+            if raw.startswith(b"From "):
+                first, _, raw = raw.partition(b"\n")
+                head = first + b"\n"
+            out.write(head + quote.sub(rb">\1", raw))
+            out.write(b"\n" if raw.endswith(b"\n") else b"\n\n")
+
+
+def prepare(tarball: Path, deduper_seed: Path, limit: int | None, tmp: Path) -> Corpus:
+    """Unpack the corpus and lay out its first ``limit`` messages for every tool."""
+    root = tmp / "corpus"
+    with tarfile.open(tarball) as tar:
+        tar.extractall(root, filter="data")
+    paths = sorted(root.rglob("*.txt"))[:limit]
+    folder = tmp / "messages"
+    folder.mkdir()
+    linked = []
+    for index, path in enumerate(paths):
+        link = folder / f"{index:05d}.txt"
+        os.link(path, link)
+        linked.append(str(link))
+    list_file = tmp / "messages.list"
+    list_file.write_text("".join(f"{name}\n" for name in linked), encoding="utf-8")
+    mbox = tmp / "messages.mbox"
+    write_mbox(paths, mbox)
+    lib = tmp / "lib"
+    (lib / "Text").mkdir(parents=True)
+    shutil.copyfile(deduper_seed, lib / "Text" / "DeDuper.pm")
+    return Corpus(root, paths, folder, list_file, mbox, lib,
+                  sum(path.stat().st_size for path in paths))
+
+
+def counted(key: str) -> Callable[[Child], str]:
+    """Reader of a peer's ``KEY N`` output line."""
+    def read(child: Child) -> str:
+        for line in child.stdout.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return value
+        return "?"
+    return read
+
+
+def scan_found(expected: int) -> Callable[[Child], str]:
+    """Reader of ``scan --json`` output: how many verdicts were not ``unique``, by kind."""
+    def read(child: Child) -> str:
+        lines = child.stdout.read_text().splitlines()
+        verdicts = collections.Counter(json.loads(line)["verdict"] for line in lines if line)
+        total = sum(verdicts.values())
+        kinds = ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items()) if v != "unique")
+        text = f"{total - verdicts['unique']}" + (f" ({kinds})" if kinds else "")
+        return text if total == expected else f"{text}; {total} lines for {expected} messages"
+    return read
+
+
+def formail_found(expected: int) -> Callable[[Child], str]:
+    """Reader of formail's output mbox: how many messages it dropped."""
+    def read(child: Child) -> str:
+        with open(child.stdout, "rb") as mbox:
+            kept = sum(line.startswith(b"From ") for line in mbox)
+        return f"{expected - kept} dropped"
+    return read
+
+
+def tools(corpus: Corpus, dupfilter: list[str] | None,
+          per_message: list[list[float]]) -> list[Tool]:
+    """Every contender of this run, dupfilter's first when its CLI exists."""
+    env = child_env()
+    count = len(corpus.paths)
+    listing = corpus.list_file
+
+    def per_message_found(child: Child) -> str:
+        per_message.append([float(ms) for ms in child.stdout.read_text().split()])
+        return "-"
+
+    peers = [
+        Tool("Text::DeDuper (Perl)", lambda w: run_child(
+            ["perl", "-I", corpus.deduper_lib, PEERS / "deduper.pl", listing], w),
+            lambda c: f"{counted('similar')(c)} similar"),
+        Tool("datasketch LSH 0.5", lambda w: run_child(
+            [sys.executable, PEERS / "datasketch_peer.py", listing], w, env=env),
+            lambda c: f"{counted('similar')(c)} similar"),
+        Tool("formail -D", lambda w: run_child(
+            ["formail", "-D", FORMAIL_CACHE_BYTES, w / "idcache", "-s"], w, stdin=corpus.mbox),
+            formail_found(count)),
+        Tool("parse+compute only", lambda w: run_child(
+            [sys.executable, "-c", PER_MESSAGE, listing], w, env=env), per_message_found),
+    ]
+    if dupfilter is None:
+        return peers
+    return [
+        Tool("dupfilter-db import", lambda w: run_child(
+            [*dupfilter, "--db", w / "db", "import", corpus.folder], w, env=env),
+            lambda c: "-"),
+        Tool(SCAN, lambda w: run_child(
+            [*dupfilter, "--db", w / "db", "scan", "--json", corpus.folder], w, env=env),
+            scan_found(count)),
+        Tool(f"{SCAN} --jobs 1", lambda w: run_child(
+            [*dupfilter, "--db", w / "db", "scan", "--json", "--jobs", "1", corpus.folder], w,
+            env=env), scan_found(count)),
+        *peers,
+    ]
+
+
+def run_rounds(contenders: list[Tool], rounds: int, tmp: Path) -> None:
+    """Run every tool once a round, rotating the order, each in a fresh working folder."""
+    for round_no in range(rounds):
+        shift = round_no % len(contenders)
+        for tool in contenders[shift:] + contenders[:shift]:
+            workdir = tmp / "work"
+            workdir.mkdir()
+            child = tool.run(workdir)
+            tool.seconds.append(child.seconds)
+            tool.rss_kb.append(child.peak_rss_kb)
+            found = tool.found(child)
+            tool.found_text = tool.found_text or found
+            shutil.rmtree(workdir)
+            print(f"round {round_no + 1}/{rounds}: {tool.name}: {child.seconds:.2f} s, "
+                  f"{megabytes(child.peak_rss_kb):.0f} MB, found {found}",
+                  file=sys.stderr, flush=True)
+
+
+def table(contenders: list[Tool], count: int, total_bytes: int) -> str:
+    """Aligned plain-text table of medians, with dupfilter scan's ratios to each tool."""
+    speeds = {t.name: count / statistics.median(t.seconds) for t in contenders}
+    rss_mb = {t.name: megabytes(statistics.median(t.rss_kb)) for t in contenders}
+    header = ("tool", "seconds", "msg/s", "MB/s", "peak RSS MB",
+              "scan speed x", "scan RSS x", "found (informative)")
+    rows = [header]
+    for tool in contenders:
+        seconds = statistics.median(tool.seconds)
+        ratios = ("-", "-")
+        if SCAN in speeds and tool.name != SCAN:
+            ratios = (f"{speeds[SCAN] / speeds[tool.name]:.2f}",
+                      f"{rss_mb[SCAN] / rss_mb[tool.name]:.2f}")
+        rows.append((tool.name, f"{seconds:.2f}", f"{speeds[tool.name]:.0f}",
+                     f"{total_bytes / 1e6 / seconds:.2f}", f"{rss_mb[tool.name]:.0f}",
+                     *ratios, tool.found_text))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) if i in (0, len(header) - 1) else cell.rjust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def slowest(per_message: list[list[float]], corpus: Corpus, top: int = 3) -> str:
+    """The ``top`` slowest messages of parse + compute (median over rounds), in ms."""
+    medians = [statistics.median(ms) for ms in zip(*per_message, strict=True)]
+    order = sorted(range(len(medians)), key=medians.__getitem__, reverse=True)
+    over = sum(ms > SLOW_MS for ms in medians)
+    lines = [f"slowest parse+compute (median of rounds; target: none above {SLOW_MS:.0f} ms, "
+             f"{over} above):"]
+    lines += [f"  {medians[i]:7.1f} ms  {corpus.paths[i].relative_to(corpus.root)}"
+              for i in order[:top]]
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path,
+                        default=SHARED / "corpus" / "spamassassin.tar.gz",
+                        help="corpus tarball of one-message *.txt files")
+    parser.add_argument("--deduper", type=Path,
+                        default=SHARED / "seeds" / "001_391e95458725c4b4.txt",
+                        help="the seed's Text::DeDuper module text")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; medians are reported")
+    parser.add_argument("--limit", type=int, help="use only the first N messages")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or (args.limit is not None and args.limit < 1):
+        parser.error("--rounds and --limit must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Install missing peers, run the rounds and print the table."""
+    args = parse_args(argv)
+    ensure_peers()
+    dupfilter = dupfilter_db()
+    with tempfile.TemporaryDirectory(prefix="dupfilter-bench-") as name:
+        tmp = Path(name)
+        corpus = prepare(args.corpus, args.deduper, args.limit, tmp)
+        count = len(corpus.paths)
+        per_message: list[list[float]] = []
+        contenders = tools(corpus, dupfilter, per_message)
+        print(f"{count} messages, {corpus.total_bytes / 1e6:.1f} MB, {args.rounds} round(s)"
+              + ("; no mailfilter/cli.py yet: dupfilter-db skipped" if dupfilter is None else ""),
+              flush=True)
+        run_rounds(contenders, args.rounds, tmp)
+        print()
+        print(table(contenders, count, corpus.total_bytes))
+        print("scan speed x = scan msg/s / tool msg/s; scan RSS x = scan peak RSS / tool's")
+        print()
+        print(slowest(per_message, corpus))
+
+
+if __name__ == "__main__":
+    main()
