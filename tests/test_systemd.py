@@ -1,0 +1,70 @@
+"""systemd units: valid for systemd-analyze, naming the installed console scripts,
+hardened (exposure score recorded in docs/operations.md)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+UNITS = sorted((REPO / "systemd").iterdir())
+SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+
+
+def installed_copy(tmp_path: Path) -> list[Path]:
+    """The units with /usr/local/bin/ pointed at where pip put the scripts here."""
+    bin_dir = Path(shutil.which("dupfilter-db") or "").parent
+    copies = []
+    for unit in UNITS:
+        copy = tmp_path / unit.name
+        copy.write_text(unit.read_text().replace("/usr/local/bin/", f"{bin_dir}/"))
+        copies.append(copy)
+    return copies
+
+
+def test_units_exist() -> None:
+    assert {u.name for u in UNITS} == {"dupfilter-milter.service", "dupfilter-smtpd.service",
+                                       "dupfilter-prune.service", "dupfilter-prune.timer"}
+
+
+def test_systemd_analyze_verify(tmp_path: Path) -> None:
+    assert shutil.which("systemd-analyze"), "systemd-analyze missing (package systemd)"
+    result = subprocess.run(["systemd-analyze", "verify", *map(str, installed_copy(tmp_path))],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and not result.stderr.strip(), result.stderr
+
+
+@pytest.mark.parametrize("unit", [u for u in UNITS if u.suffix == ".service"], ids=str)
+def test_exec_start_names_an_installed_console_script(unit: Path) -> None:
+    starts = re.findall(r"^ExecStart=(\S+)", unit.read_text(), re.MULTILINE)
+    assert starts
+    for command in starts:
+        name = Path(command).name
+        assert name in SCRIPTS, f"{unit.name}: {name} is not a console script"
+        assert shutil.which(name), f"{name} is not installed"
+
+
+@pytest.mark.parametrize("unit", [u for u in UNITS if u.suffix == ".service"], ids=str)
+def test_units_are_hardened(unit: Path, tmp_path: Path) -> None:
+    text = unit.read_text()
+    for line in ("NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes",
+                 "PrivateTmp=yes", "CapabilityBoundingSet=\n", "MemoryMax="):
+        assert line in text, f"{unit.name} lacks {line.strip()}"
+    copy = next(c for c in installed_copy(tmp_path) if c.name == unit.name)
+    result = subprocess.run(["systemd-analyze", "security", "--offline=true", str(copy)],
+                            capture_output=True, text=True, timeout=120)
+    score = float(re.search(r"Overall exposure level for \S+: ([\d.]+)", result.stdout)[1])
+    assert score <= 2.0, result.stdout[-2000:]
+
+
+def test_daemons_are_notify_and_restart_on_failure() -> None:
+    for name in ("dupfilter-milter.service", "dupfilter-smtpd.service"):
+        text = (REPO / "systemd" / name).read_text()
+        assert "Type=notify" in text and "Restart=on-failure" in text
+    timer = (REPO / "systemd" / "dupfilter-prune.timer").read_text()
+    assert "OnCalendar=daily" in timer and "Persistent=true" in timer
