@@ -119,6 +119,8 @@ def verdict_fields(verdict: Any) -> dict[str, Any]:
         "msgid": _message_id(verdict.message_id),
         "rcpts_seen": len(verdict.recipients_seen),
         "defects": len(defects),
+        # The allow rule that skipped the check or exempted the message from recording.
+        "rule": getattr(verdict, "skipped_by", None) or getattr(verdict, "rule", None),
     }
 
 

@@ -149,12 +149,16 @@ def chunk_digests(data: bytes, average: int) -> list[tuple[int, int]]:
             for chunk in chunker.cut_buf(data)]
 
 
-def _tail_start(text: str, stoplist: Iterable[str], lines: int) -> int:
-    """Index of the first token of the last ``lines`` non-blank lines of ``text``."""
-    kept = [line for line in text.split("\n") if line.strip()]
-    if len(kept) <= lines:
+def _tail_start(text: str, tokens: Sequence[str], stoplist: Iterable[str],
+                lines: int) -> int:
+    """Index of the first token of the last ``lines`` non-blank lines of ``text``.
+
+    No token spans a line break, so this is the token count minus the tail's own.
+    """
+    kept = [line for line in text[-200 * lines:].split("\n") if line.strip()]
+    if len(kept) <= lines and len(text) <= 200 * lines:
         return 0
-    return len(tokenize("\n".join(kept[:-lines]), stoplist))
+    return max(0, len(tokens) - len(tokenize("\n".join(kept[-lines:]), stoplist)))
 
 
 def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
@@ -171,7 +175,7 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     positions = shingle_positions(tokens, ngram)
     distinct = set(positions)
     sketch = tuple(heapq.nsmallest(sketch_size, distinct))
-    tail_from = max(0, _tail_start(message.text, stoplist, tail_lines) - ngram + 1)
+    tail_from = max(0, _tail_start(message.text, tokens, stoplist, tail_lines) - ngram + 1)
     tail = set(positions[tail_from:])
     attachment_digests = [xxhash.xxh3_128_digest(a.data) for a in message.attachments]
     chunks: list[tuple[int, int]] = []

@@ -23,12 +23,14 @@ from selectolax.lexbor import LexborHTMLParser
 # A body separator exactly as chisto finds it: the first two consecutive LF bytes.
 _CHISTO_SEPARATOR = b"\n\n"
 _MBOX_FROM = re.compile(rb"\AFrom [^\n]*\n")
-# Quoted lines, and "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins.
-_QUOTE_OR_ATTRIBUTION = re.compile(
-    r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)"
-    r"|^[ \t]*(?:(?:on|am|le|el)\b[^\n]{0,200}?\b(?:wrote|writes|schrieb|a écrit|escribió)"
-    r"|[^\n]{0,120}?\b(?:wrote|writes))[ \t]*:[ \t]*(?:\n|\Z)",
-    re.MULTILINE | re.IGNORECASE)
+# Quoted lines; and "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, found by the
+# verb at the end of a line first (a literal scan), then checked on that one line.
+_QUOTED_LINE = re.compile(r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)", re.MULTILINE)
+_ATTRIBUTION_END = re.compile(
+    r"\b(?:wrote|writes|schrieb|a écrit|escribió)[ \t]*:[ \t]*$", re.MULTILINE | re.IGNORECASE)
+_ATTRIBUTION = re.compile(
+    r"[ \t]*(?:(?:on|am|le|el)\b.{0,200}?\b(?:wrote|writes|schrieb|a écrit|escribió)"
+    r"|.{0,120}?\b(?:wrote|writes))[ \t]*:[ \t]*", re.IGNORECASE)
 # Where the new text ends: a signature or Outlook's "Original Message" line (group 1), or a
 # line of underscores that starts a short closing block (a Mailman footer).
 _CUT_LINE = re.compile(
@@ -183,10 +185,24 @@ def split_quotes(text: str) -> tuple[str, str]:
         if cut.group(1) is not None or text.count("\n", cut.start()) <= _FOOTER_MAX_LINES:
             text, aside_tail = text[:cut.start()], text[cut.start():]
             break
-    quoted = _QUOTE_OR_ATTRIBUTION.findall(text)
-    if quoted:
-        text = _QUOTE_OR_ATTRIBUTION.sub("", text)
-    return text, "".join(quoted) + aside_tail
+    spans = [match.span() for match in _QUOTED_LINE.finditer(text)]
+    for match in _ATTRIBUTION_END.finditer(text):
+        start = text.rfind("\n", 0, match.start()) + 1
+        if match.end() - start < 250 and _ATTRIBUTION.fullmatch(text, start, match.end()):
+            end = match.end() + 1 if text.startswith("\n", match.end()) else match.end()
+            spans.append((start, end))
+    if not spans:
+        return text, aside_tail
+    spans.sort()
+    kept, aside, position = [], [], 0
+    for start, end in spans:
+        if start < position:          # an attribution that is also a quoted line
+            continue
+        kept.append(text[position:start])
+        aside.append(text[start:end])
+        position = end
+    kept.append(text[position:])
+    return "".join(kept), "".join(aside) + aside_tail
 
 
 def _filename(part: email.message.Message) -> str | None:

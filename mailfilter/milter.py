@@ -1,6 +1,7 @@
 """``dupfilter-milter``: the Postfix/Sendmail milter, on pymilter (libmilter).
 
-One libmilter thread per MTA connection; all threads share one :class:`Engine`.  Each
+libmilter serves each MTA connection on a thread of its own (or of its worker pool); all
+share one :class:`Engine`.  Each
 message is collected (envelope, headers, a capped body), checked once at end of message and
 acted on: tag, reject, tempfail, discard, quarantine or drop-recipients.  It is recorded in
 the store only when it is accepted.  Any internal error answers per ``milter.on_error``
@@ -55,6 +56,7 @@ MAX_HEADER_BYTES = 1024 * 1024
 STORE_RETRY_SECONDS = 10.0
 # Seconds SIGTERM waits for messages in flight before exiting anyway.
 SHUTDOWN_GRACE_SECONDS = 30.0
+SWITCH_INTERVAL = 0.0005
 SHUTDOWN_SIGNALS = {signal.SIGHUP, signal.SIGINT, signal.SIGTERM}
 _INET = re.compile(r"^inet6?:(\d+)(?:@(.*))?$")
 
@@ -453,6 +455,13 @@ class DupfilterMilter(Milter.Base):
             log_verdict(rt.logger, logging.WARNING, **fields)
         except Exception:  # logging must not turn into a reject
             pass
+        if mode == "accept":
+            # Unchecked, but still no X-Dupfilter from outside (best effort).
+            try:
+                for index in range(self.ours, 0, -1):
+                    self.chgheader(HEADER_NAME, index, "")
+            except Exception:
+                pass
         if mode == "tempfail":
             try:
                 self.setreply("451", "4.3.0", "dupfilter temporarily unavailable, "
@@ -624,9 +633,9 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
     """Open the socket, drop privileges, run until SIGTERM; returns the exit status."""
     m = settings.milter
     spec = m.socket
-    # Session threads mostly wait on sockets and take the GIL back for short bursts; with
-    # the default 5 ms switch interval each one can wait that long behind a busy thread.
-    sys.setswitchinterval(float(os.environ.get("DUPFILTER_SWITCH_INTERVAL", "0.0005")))
+    # Session threads mostly wait on sockets and need the GIL for short bursts; with the
+    # default 5 ms switch interval each can wait that long behind one checking a big message.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     runtime = Runtime(settings, logger, retry_seconds=store_retry)
     DupfilterMilter.runtime = runtime
     tcp = spec.startswith(("inet:", "inet6:"))

@@ -619,8 +619,7 @@ class RedisStore:
                 if not create or self.readonly:
                     raise StoreError(f"no dupfilter store at {self.location} (no key "
                                      f"{meta_key.decode()}; deliver a message to create one)")
-                count = int(options.get("partitions") or 0) or (
-                    len(self.client.get_primaries()) if self.cluster else 1)
+                count = self._partition_count(options.get("partitions"))
                 meta = {"schema": SCHEMA_VERSION, "parameters": json.loads(
                     self._parameters_json), "partitions": count,
                     "tags": partition_tags(count), "created": int(time.time())}
@@ -646,6 +645,15 @@ class RedisStore:
         self.partitions = [_Partition(i, tag, self.prefix + b"{" + tag.encode() + b"}")
                            for i, tag in enumerate(tags)]
         self._meta = stored
+
+    def _partition_count(self, wanted: str | None) -> int:
+        """``?partitions=N`` of the URL, else one per cluster primary, else one."""
+        if not wanted:
+            return len(self.client.get_primaries()) if self.cluster else 1
+        if not wanted.isdigit() or not 1 <= int(wanted) <= 1024:
+            raise StoreError(f"{self.location}: partitions={wanted!r} must be a number "
+                             "from 1 to 1024")
+        return int(wanted)
 
     def _restore_meta(self) -> None:
         """Put the meta key back after the server lost its data (restart without persistence)."""
