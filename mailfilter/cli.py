@@ -395,9 +395,38 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _plot_per_day(stats: dict[str, object], path: str) -> None:
+    """Messages per day by verdict, as a PNG (matplotlib, the `plot` extra)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError("--plot needs matplotlib: pip install 'dupfilter[plot]'") from None
+    matplotlib.use("Agg")
+    import datetime
+
+    import matplotlib.pyplot as plt
+    per_day = stats.get("verdicts_per_day") or {}
+    days = [datetime.date.fromtimestamp(int(day)) for day in per_day]
+    figure, axis = plt.subplots(figsize=(8, 4))
+    bottom = [0] * len(days)
+    for verdict, colour in (("unique", "#9bbbd4"), ("near-duplicate", "#f0a35e"),
+                            ("duplicate", "#d1495b")):
+        values = [counts.get(verdict, 0) for counts in per_day.values()]
+        axis.bar(days, values, bottom=bottom, label=verdict, color=colour)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    axis.set_ylabel("messages per day")
+    axis.set_title(f"dupfilter verdicts per day ({stats['location']})")
+    axis.legend()
+    figure.autofmt_xdate()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
 def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     with Engine(settings, readonly=True, create=False) as engine:
         stats = engine.store.stats()
+    if args.plot:
+        _plot_per_day(stats, args.plot)
     if args.json:
         print(json.dumps(stats))
         return 0
@@ -501,6 +530,7 @@ def _db_parser() -> argparse.ArgumentParser:
 
     sub = commands.add_parser("stats", help="records, size, age range, verdicts per day")
     sub.add_argument("--json", action="store_true")
+    sub.add_argument("--plot", metavar="FILE.png", help="draw messages per day by verdict")
     sub.set_defaults(run=cmd_stats)
 
     sub = commands.add_parser("verify", help="check every index against the records")

@@ -249,3 +249,13 @@ def test_version_and_help() -> None:
     for command in (b"import", b"scan", b"fingerprint", b"compare", b"explain", b"prune",
                     b"stats", b"verify", b"forget"):
         assert command in helptext
+
+
+def test_stats_plot_draws_a_png(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    for number, seed in enumerate((1, 1, 2)):
+        tag(store, make_message(paragraph_text(seed), message_id=f"<{number}@x>"))
+    picture = tmp_path / "per-day.png"
+    result = run(DUPFILTER_DB, "--db", str(store), "stats", "--plot", str(picture))
+    assert result.returncode == 0, result.stderr
+    assert picture.read_bytes().startswith(b"\x89PNG") and picture.stat().st_size > 5000
