@@ -1,0 +1,163 @@
+"""Hostile and broken input: property-based tests, the fuzzer, and the extreme cases.
+
+No exception may escape parsing, fingerprinting or the filter; time and memory stay bounded.
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import make_message, paragraph_text
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mailfilter.config import FingerprintSettings
+from mailfilter.detector import Verdict
+from mailfilter.engine import analyse
+from mailfilter.fingerprint import Fingerprint
+from mailfilter.headers import tag_message
+from mailfilter.store import safe_message_id
+
+FUZZ = Path(__file__).resolve().parent / "fuzz"
+SETTINGS = FingerprintSettings()
+DUPFILTER = shutil.which("dupfilter") or "dupfilter"
+
+header_names = st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters=":"),
+                       min_size=1, max_size=20)
+header_values = st.text(max_size=200)
+encodings = st.sampled_from(["base64", "quoted-printable", "7bit", "8bit", "x-uuencode", ""])
+charsets = st.sampled_from(["utf-8", "us-ascii", "iso-8859-1", "x-unknown", "utf-7",
+                            "\"utf-8", "gb2312", "'", ""])
+
+
+@st.composite
+def mime_trees(draw: st.DrawFn, depth: int = 0) -> bytes:
+    """Random, often broken, MIME: nested multiparts, bad encodings, lying charsets."""
+    if depth < 4 and draw(st.booleans()):
+        boundary = draw(st.sampled_from(["b", "a b", "==x", "b" * 80, ""]))
+        parts = draw(st.lists(mime_trees(depth + 1), max_size=4))
+        body = b"".join(b"--" + boundary.encode() + b"\n" + p + b"\n" for p in parts)
+        if draw(st.booleans()):
+            body += b"--" + boundary.encode() + b"--\n"
+        kind = draw(st.sampled_from(["mixed", "alternative", "related", "digest"]))
+        return (f"Content-Type: multipart/{kind}; boundary=\"{boundary}\"\n\n").encode() + body
+    kind = draw(st.sampled_from(["text/plain", "text/html", "application/pdf",
+                                 "message/rfc822", "image/png", "text/x-weird"]))
+    payload = draw(st.binary(max_size=400))
+    return (f"Content-Type: {kind}; charset={draw(charsets)}\n"
+            f"Content-Transfer-Encoding: {draw(encodings)}\n\n").encode() + payload
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> bytes:
+    headers = draw(st.lists(st.tuples(header_names, header_values), max_size=12))
+    head = "".join(f"{n}: {v}\n" for n, v in headers).encode("utf-8", "surrogatepass")
+    return draw(st.sampled_from([b"", b"From x@y Mon Jan  1 00:00:00 2024\n"])) + head + \
+        draw(mime_trees())
+
+
+def check_fingerprint(fp: Fingerprint) -> None:
+    assert len(fp.histogram) == 36 and fp.histogram_sum == sum(fp.histogram)
+    assert list(fp.sketch) == sorted(set(fp.sketch)) and len(fp.sketch) <= 64
+    assert all(0 <= value < 2 ** 32 for value in fp.sketch)
+    assert len(fp.digest) == 16
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=5000))
+def test_random_bytes_never_raise(data: bytes) -> None:
+    check_fingerprint(analyse(data, SETTINGS).fingerprint)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages())
+def test_random_mime_never_raises(raw: bytes) -> None:
+    analysis = analyse(raw, SETTINGS)
+    check_fingerprint(analysis.fingerprint)
+    assert isinstance(analysis.defects, tuple)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(header_names, header_values), max_size=8), st.binary(max_size=300),
+       st.sampled_from([b"\n", b"\r\n"]))
+def test_tagging_leaves_exactly_one_header_and_the_body(headers: list[tuple[str, str]],
+                                                        body: bytes, newline: bytes) -> None:
+    lines = [f"{n}: {v}".encode("utf-8", "surrogatepass").replace(b"\r", b"").replace(b"\n", b"")
+             for n, v in headers]
+    lines.append(b"X-Dupfilter: duplicate; forged")
+    raw = newline.join(lines) + newline + newline + body
+    tagged = tag_message(raw, "unique")
+    head = tagged.split(newline + newline, 1)[0]
+    ours = [line for line in head.split(newline) if line.lower().startswith(b"x-dupfilter")]
+    assert ours == [b"X-Dupfilter: unique"]
+    assert tagged.endswith(body)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_message_id_cannot_break_our_header(message_id: str) -> None:
+    cleaned = safe_message_id(message_id) or ""
+    assert not any(c in cleaned for c in "\r\n\x00;")
+    verdict = Verdict("duplicate", 1.0, "digest", None, analyse(b"", SETTINGS).fingerprint,
+                      message_id)
+    value = verdict.header_value()
+    assert "\r" not in value and "\n" not in value
+
+
+def test_fuzzer_finds_nothing(tmp_path: Path) -> None:
+    """libFuzzer-guided (atheris) run over parse + fingerprint + tag: 20,000 inputs."""
+    corpus = tmp_path / "corpus"
+    shutil.copytree(FUZZ / "seeds", corpus)
+    result = subprocess.run(
+        [sys.executable, str(FUZZ / "fuzz_pipeline.py"), "-runs=20000", "-max_len=65536",
+         "-rss_limit_mb=2048", f"-artifact_prefix={tmp_path}/", str(corpus)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Done 20000 runs" in result.stderr
+    assert not list(tmp_path.glob("crash-*"))
+
+
+def test_nested_multipart_100_deep_and_boundary_loops() -> None:
+    deep = b"".join(b"Content-Type: multipart/mixed; boundary=x\n\n--x\n" for _ in range(100))
+    loop = b"Content-Type: multipart/mixed; boundary=x\n\n" + b"--x\n" * 5000 + b"--x--\n"
+    for raw in (deep + b"text\n", loop):
+        started = time.perf_counter()
+        check_fingerprint(analyse(raw, SETTINGS).fingerprint)
+        assert time.perf_counter() - started < 5
+
+
+def test_ten_thousand_headers_and_megabyte_lines() -> None:
+    many = "".join(f"X-H{i}: value {i}\n" for i in range(10_000)).encode() + b"\nbody words\n"
+    long_line = b"Subject: x\n\n" + b"word " * 200_000 + b"\n"     # one 1 MB line
+    long_header = b"Subject: " + b"s" * 1_000_000 + b"\n\nbody\n"
+    for raw in (many, long_line, long_header):
+        started = time.perf_counter()
+        check_fingerprint(analyse(raw, SETTINGS).fingerprint)
+        assert time.perf_counter() - started < 5
+
+
+def test_fifty_megabyte_body_is_bounded_in_time_and_memory(tmp_path: Path) -> None:
+    """Through the real filter process: peak RSS and seconds (docs/reliability.md)."""
+    big = tmp_path / "big.eml"
+    with big.open("wb") as handle:
+        handle.write(make_message(paragraph_text(1)))
+        line = (paragraph_text(2).replace("\n", " ") + "\n").encode()
+        while handle.tell() < 50 * 1024 * 1024:
+            handle.write(line * 64)
+    started = time.perf_counter()
+    with big.open("rb") as stdin:
+        result = subprocess.run(["/usr/bin/env", DUPFILTER, "--db", str(tmp_path / "s"),
+                                 "--tag"], stdin=stdin, capture_output=True, timeout=300)
+    seconds = time.perf_counter() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert result.returncode == 0
+    assert len(result.stdout) > big.stat().st_size          # whole message, plus our header
+    assert result.stdout.startswith(b"X-Dupfilter: unique")
+    assert b"truncated" in result.stderr                      # said once, clearly
+    print(f"50 MB body: {seconds:.2f} s, peak RSS of the filter {peak_mb:.0f} MB")
+    assert seconds < 60 and peak_mb < 700
