@@ -1,8 +1,8 @@
 """Helpers shared by the daemons (``dupfilter-milter``, ``dupfilter-smtpd``).
 
 Nothing here knows a mail protocol: logging one ``key=value`` line per message to stderr
-(journald) or syslog, the common command-line flags, shutdown signals, and refusing root or
-dropping to an unprivileged user.
+(journald) or syslog, the common command-line flags, shutdown signals, systemd's readiness
+notification, and refusing root or dropping to an unprivileged user.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging.handlers
 import os
 import re
 import signal
+import socket
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
@@ -180,6 +181,23 @@ def install_shutdown_handler(callback: Callable[[int], None],
         signal.signal(signum, handler)
 
 
+def sd_notify(*states: str) -> bool:
+    """Tell systemd (``Type=notify``) about the service: ``READY=1``, ``RELOADING=1``,
+    ``STOPPING=1``, ``STATUS=...``.  A no-op (False) when not started by systemd."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address or not states:
+        return False
+    if address.startswith("@"):
+        address = "\0" + address[1:]          # abstract namespace
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.connect(address)
+            sock.sendall("\n".join(states).encode("utf-8"))
+    except OSError:
+        return False
+    return True
+
+
 # -------------------------------------------------------------------------- privileges
 
 def check_privileges(user: str | None, allow_root: bool,
@@ -240,7 +258,8 @@ def set_socket_permissions(path: str, mode: str | int, group: str | None,
             logger.warning("socket group %r does not exist; %s keeps its group", group, path)
         return
     try:
-        os.chown(path, -1, gid)
+        if os.stat(path).st_gid != gid:      # no chown(2) when there is nothing to change
+            os.chown(path, -1, gid)
     except OSError as error:
         if logger is not None:
             logger.warning("cannot give %s to group %s: %s", path, group, error.strerror)

@@ -21,7 +21,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ from mailfilter.daemon import (
     install_shutdown_handler,
     load_daemon_settings,
     log_verdict,
+    sd_notify,
     set_socket_permissions,
     setup_logging,
     verdict_fields,
@@ -210,14 +211,9 @@ class Recorder:
             self.runtime.logger.warning("store unavailable: %d accepted message(s) not "
                                         "recorded", len(batch))
             return
-        atomically = getattr(engine.store, "atomically", None)
         try:
-            if atomically is not None:
-                # One write transaction for the batch (engine.record joins it).
-                atomically(lambda: [engine.record(v, now) for v, now in batch])
-            else:
-                for verdict, now in batch:
-                    engine.record(verdict, now)
+            engine.record_many([verdict for verdict, _ in batch],
+                               max(now for _, now in batch))
             self.runtime.logger.debug("recorded %d message(s)", len(batch))
         except Exception as error:  # the messages are delivered anyway; say so
             self.runtime.logger.warning("cannot record %d accepted message(s): %s",
@@ -629,8 +625,13 @@ def _preload(settings: Settings) -> None:
 
 def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None,
           allow_root: bool = False, tcp_fixes: bool = True,
-          store_retry: float = STORE_RETRY_SECONDS, group_commit: bool = True) -> int:
-    """Open the socket, drop privileges, run until SIGTERM; returns the exit status."""
+          store_retry: float = STORE_RETRY_SECONDS, group_commit: bool = True,
+          reload: Callable[[], Settings] | None = None) -> int:
+    """Open the socket, drop privileges, run until SIGTERM; returns the exit status.
+
+    SIGHUP calls ``reload`` for fresh settings and applies the ``[milter]`` ones and the log
+    level (see :func:`apply_reload`); SIGTERM and SIGINT stop.
+    """
     m = settings.milter
     spec = m.socket
     # Session threads mostly wait on sockets and need the GIL for short bursts; with the
@@ -689,17 +690,31 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
     runner = threading.Thread(target=run_libmilter, name="libmilter", daemon=True)
     runner.start()
 
+    reload_requested = threading.Event()
+
     def on_signal(signum: int) -> None:
-        if not runtime.stopping:
+        if signum == signal.SIGHUP:
+            reload_requested.set()
+        elif not runtime.stopping:
             runtime.stopping = True
-            stop.set()
+        stop.set()
 
     install_shutdown_handler(on_signal, SHUTDOWN_SIGNALS)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SHUTDOWN_SIGNALS)
-    while not stop.wait(1.0):
-        pass
+    sd_notify("READY=1", f"STATUS=listening on {spec}")
+    while True:
+        stop.wait(1.0)
+        if reload_requested.is_set():
+            reload_requested.clear()
+            stop.clear()
+            sd_notify("RELOADING=1")
+            apply_reload(runtime, reload)
+            sd_notify("READY=1")
+        if runtime.stopping or failure:
+            break
     signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)
     runtime.stopping = True
+    sd_notify("STOPPING=1")
     if failure:
         logger.error("milter stopped: %s", failure[0])
     else:
@@ -720,6 +735,35 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
     runtime.close()
     logger.info("%s stopped", PROGRAM)
     return 1 if failure else 0
+
+
+def apply_reload(runtime: Runtime, reload: Callable[[], Settings] | None) -> None:
+    """SIGHUP: take the new ``[milter]`` settings (actions, texts, on_error, limits) and
+    log level.  Store, detector and fingerprint settings, and the socket, need a restart."""
+    logger = runtime.logger
+    if reload is None:
+        logger.warning("SIGHUP: nothing to reload")
+        return
+    try:
+        new = reload()
+    except (ConfigError, OSError) as error:
+        logger.error("SIGHUP: configuration not reloaded, keeping the old one: %s", error)
+        return
+    old = runtime.settings
+    if new.milter.socket != old.milter.socket:
+        logger.warning("SIGHUP: milter.socket changed; it takes effect after a restart")
+        new.milter.socket = old.milter.socket
+    for section in ("store", "fingerprint", "detector", "policy"):
+        if getattr(new, section, None) != getattr(old, section, None):
+            logger.warning("SIGHUP: [%s] changed; it takes effect after a restart", section)
+    old.milter = new.milter
+    level = logging.getLevelName(new.log.level.upper())
+    if isinstance(level, int):
+        logger.setLevel(level)
+    actions = new.milter.actions
+    logger.info("configuration reloaded (unique=%s duplicate=%s near-duplicate=%s "
+                "on_error=%s)", actions.unique, actions.duplicate, actions.near_duplicate,
+                new.milter.on_error)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -761,9 +805,15 @@ def main(argv: list[str] | None = None) -> int:
         if os.geteuid() == 0 and not args.user and not args.allow_root:
             raise DaemonError("refusing to run as root: pass --user NAME to switch to an "
                               "unprivileged user, or --allow-root")
+        def reload() -> Settings:
+            fresh = load_daemon_settings(args)
+            if args.socket:
+                fresh.milter.socket = args.socket
+            return fresh
+
         status = serve(settings, logger, user=args.user, allow_root=args.allow_root,
                        tcp_fixes=args.tcp_fixes, store_retry=args.store_retry,
-                       group_commit=args.group_commit)
+                       group_commit=args.group_commit, reload=reload)
     except (ConfigError, DaemonError) as error:
         return exit_on_config_error(PROGRAM, error)
     logging.shutdown()

@@ -1,0 +1,187 @@
+"""Postfix throughput with and without dupfilter-milter, driven by smtp-source.
+
+    python bench/milter_load.py                       # 5 rounds, 4 and 16 sessions
+    python bench/milter_load.py --rounds 3 --messages 300 --nagle
+
+One private Postfix (tests/postfix_harness.py) with one smtpd listener per path, so that no
+reload happens between runs:
+
+  none   smtpd with no milter
+  unix   smtpd_milters = unix:...      (dupfilter-milter, its own store)
+  tcp    smtpd_milters = inet:127.0.0.1:PORT  (a second dupfilter-milter, its own store)
+  tcp-nagle (--nagle)  the same over TCP with --no-tcp-fixes: Nagle/delayed-ACK stalls
+
+Every run sends ``--messages`` messages of ``--size`` bytes with ``smtp-source -s SESSIONS``
+(one connection per message) to ``user@sink.test``, and waits until the loopback sink has all
+of them: msg/s = messages / (time until the last one is delivered).  Delivered messages are
+counted; any shortfall is reported as lost.  The order of the paths rotates each round; the
+ratio column is the median of the per-round ratios to ``none`` (see recipes section 11).
+smtp-source sends the same body every time (only Message-Id differs), so after the first
+message each one is a duplicate: the milter checks, tags and records every message.
+With ``--latency N`` (default 25) each round also times N messages sent one at a time per
+path (smtplib, one connection each): that is where the TCP stalls show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import smtplib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+from milter_support import MilterDaemon  # noqa: E402
+from postfix_harness import PostfixHarness, free_port  # noqa: E402
+
+SMTP_SOURCE = shutil.which("smtp-source") or "/usr/sbin/smtp-source"
+
+
+def smtpd_service(port: int, milters: str) -> list[str]:
+    """A master.cf smtpd listener on ``port`` with its own smtpd_milters."""
+    return [f"127.0.0.1:{port} inet  n       -       n       -       -       smtpd",
+            f"  -o smtpd_milters={milters}"]
+
+
+def run_once(pf: PostfixHarness, port: int, sessions: int, messages: int, size: int,
+             timeout: float) -> tuple[float, float, int]:
+    """One smtp-source run; returns (accept msg/s, delivered msg/s, delivered count)."""
+    before = pf.sink.count
+    started = time.perf_counter()
+    subprocess.run([SMTP_SOURCE, "-s", str(sessions), "-m", str(messages), "-l", str(size),
+                    "-f", "sender@harness.test", "-t", "user@sink.test",
+                    "-M", "client.harness.test", f"127.0.0.1:{port}"],
+                   check=True, capture_output=True, timeout=timeout)
+    accepted = time.perf_counter() - started
+    pf.sink.wait(before + messages, timeout)
+    delivered_at = time.perf_counter() - started
+    got = pf.sink.count - before
+    return messages / accepted, got / delivered_at, got
+
+
+def latency_ms(pf: PostfixHarness, port: int, count: int) -> float:
+    """Median milliseconds for one message at a time (one SMTP connection each)."""
+    raw = (b"From: sender@harness.test\r\nSubject: latency\r\n\r\n"
+           + b"".join(b"%d" % (i % 10) * 70 + b"\r\n" for i in range(14)))
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        with smtplib.SMTP("127.0.0.1", port, timeout=60) as client:
+            client.sendmail("sender@harness.test", ["user@sink.test"], raw)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--messages", type=int, default=400, help="per run (default 400)")
+    parser.add_argument("--size", type=int, default=1024, help="message size in bytes")
+    parser.add_argument("--sessions", type=int, nargs="+", default=[4, 16])
+    parser.add_argument("--nagle", action="store_true",
+                        help="add a TCP milter run with --no-tcp-fixes (slow: ~90 ms a message)")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--latency", type=int, default=25, metavar="N",
+                        help="also time N single messages per path, one at a time "
+                             "(0: skip)")
+    args = parser.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="milter-load-"))
+    os.chmod(work, 0o755)
+    sock = work / "pf" / "milter" / "milter.sock"
+    tcp_port, nagle_port = free_port(), free_port()
+    ports = {"none": free_port(), "unix": free_port(), "tcp": free_port()}
+    master = (smtpd_service(ports["none"], "") + smtpd_service(ports["unix"], f"unix:{sock}")
+              + smtpd_service(ports["tcp"], f"inet:127.0.0.1:{tcp_port}"))
+    if args.nagle:
+        ports["tcp-nagle"] = free_port()
+        master += smtpd_service(ports["tcp-nagle"], f"inet:127.0.0.1:{nagle_port}")
+    pf = PostfixHarness(work / "pf", master_cf=master, keep=False,
+                        main_cf=["milter_default_action = tempfail"])
+    (work / "pf" / "milter").mkdir(parents=True)
+    daemons = [MilterDaemon(work / "m-unix", "", socket_path=sock)]
+    tcp = MilterDaemon(work / "m-tcp", "", kind="inet")
+    tcp.port, tcp.spec, tcp.address = tcp_port, f"inet:{tcp_port}@127.0.0.1", ("127.0.0.1",
+                                                                                  tcp_port)
+    daemons.append(tcp)
+    if args.nagle:
+        slow = MilterDaemon(work / "m-nagle", "", kind="inet",
+                            args=("--allow-root", "--no-tcp-fixes"))
+        slow.port, slow.spec = nagle_port, f"inet:{nagle_port}@127.0.0.1"
+        slow.address = ("127.0.0.1", nagle_port)
+        daemons.append(slow)
+    paths = list(ports)
+    results: dict[tuple[int, str], list[tuple[float, float, int]]] = {}
+    latencies: dict[str, list[float]] = {}
+    lost = 0
+    try:
+        pf.start()
+        for d in daemons:
+            d.start()
+        # Warm-up: Postfix processes, milter stores, sink.
+        for path in paths:
+            run_once(pf, ports[path], 4, 20, args.size, args.timeout)
+        for round_no in range(args.rounds):
+            for sessions in args.sessions:
+                order = paths[round_no % len(paths):] + paths[:round_no % len(paths)]
+                for path in order:
+                    count = args.messages if path != "tcp-nagle" else max(
+                        40, args.messages // 4)
+                    result = run_once(pf, ports[path], sessions, count, args.size,
+                                      args.timeout)
+                    results.setdefault((sessions, path), []).append(result)
+                    lost += count - result[2]
+                    print(f"round {round_no + 1} s={sessions:<2} {path:<9} "
+                          f"accept {result[0]:6.1f}/s  delivered {result[1]:6.1f}/s  "
+                          f"{result[2]}/{count}", file=sys.stderr, flush=True)
+            if args.latency:
+                before = pf.sink.count
+                for path in paths:
+                    latencies.setdefault(path, []).append(
+                        latency_ms(pf, ports[path], args.latency))
+                # Let these arrive before the next run counts its own.
+                pf.sink.wait(before + args.latency * len(paths), args.timeout)
+    finally:
+        for d in daemons:
+            d.kill()
+        pf.stop()
+    milter_lines = sum(len(d.verdict_lines()) for d in daemons)
+    errors = sum(1 for d in daemons for line in d.verdict_lines() if "error" in line)
+
+    print(f"\nPostfix + dupfilter-milter, smtp-source {args.messages} x {args.size} B "
+          f"per run, {args.rounds} rounds (medians), {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}\n")
+    print("| sessions | path | accepted msg/s | delivered msg/s | ratio to none "
+          "| per-round ratios | delivered |")
+    print("|---:|---|---:|---:|---:|---|---:|")
+    for sessions in args.sessions:
+        base = results[(sessions, "none")]
+        for path in paths:
+            runs = results[(sessions, path)]
+            ratios = [run[1] / ref[1] for run, ref in zip(runs, base, strict=True)]
+            sent = (args.messages if path != "tcp-nagle" else max(40, args.messages // 4))
+            print(f"| {sessions} | {path} | {statistics.median(r[0] for r in runs):.1f} "
+                  f"| {statistics.median(r[1] for r in runs):.1f} "
+                  f"| {statistics.median(ratios):.2f} "
+                  f"| {' '.join(f'{r:.2f}' for r in ratios)} "
+                  f"| {sum(r[2] for r in runs)}/{sent * len(runs)} |")
+    if latencies:
+        print(f"\nOne message at a time ({args.latency} per path per round, median of the "
+              "rounds' medians):\n")
+        print("| path | ms per message |")
+        print("|---|---:|")
+        for path in paths:
+            print(f"| {path} | {statistics.median(latencies[path]):.1f} |")
+    print(f"\nlost: {lost}; milter log lines: {milter_lines}; milter errors: {errors}")
+    shutil.rmtree(work, ignore_errors=True)
+    return 1 if lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

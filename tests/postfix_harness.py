@@ -1,0 +1,511 @@
+"""A private Postfix instance on loopback, for end-to-end tests and benchmarks.
+
+Everything lives under one folder: config, queue, data, log, a virtual Maildir, and a
+loopback SMTP sink.  Nothing touches the system Postfix (which may not even be configured).
+Runs as root (Postfix's master needs it); see docs in integration-recipes section 5.
+
+    pf = PostfixHarness(tmp_path, main_cf=["smtpd_milters = unix:/x.sock"])
+    pf.start()
+    pf.send(raw, "a@example.test", ["bob@sink.test", "carol@maildir.test"])
+    got = pf.wait_for_delivery(2)
+    pf.stop()
+
+Recipients:
+  ``*@sink.test``     relayed over SMTP to the loopback sink (``pf.sink``), kept in memory
+                      (or only counted with ``keep=False``);
+  ``USER@maildir.test`` for USER in ``maildir_users`` (alice, bob, carol, dave): delivered
+                      by virtual(8) to ``ROOT/vmail/USER/`` (a Maildir, uid/gid 65534);
+                      other users there are refused at RCPT.
+
+Extra ``main_cf`` lines (``name = value``) override the defaults; extra ``master_cf`` lines
+are appended as they are (add services: a content-filter loop, a second smtpd on another
+port; pick ports with :func:`free_port`).  ``{root}`` in either is replaced by the folder.
+
+The folder: pass ``None`` (the default) for a fresh world-traversable one under /tmp, removed
+by :meth:`stop`.  Postfix's queue may live anywhere root can reach, but two things need every
+parent folder to be searchable by other users: Maildir delivery (virtual(8) writes as uid
+65534) and a unix-socket milter or filter under ``root`` (smtpd connects as ``postfix``).
+pytest's ``tmp_path`` is not (``/tmp/pytest-of-root`` is 0700).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import smtplib
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+POSTFIX = shutil.which("postfix") or "/usr/sbin/postfix"
+POSTCONF = shutil.which("postconf") or "/usr/sbin/postconf"
+POSTQUEUE = shutil.which("postqueue") or "/usr/sbin/postqueue"
+POSTSUPER = shutil.which("postsuper") or "/usr/sbin/postsuper"
+VMAIL_UID = 65534
+SINK_DOMAIN = "sink.test"
+MAILDIR_DOMAIN = "maildir.test"
+
+# Debian's services with chroot off; smtpd's listener is prepended by the harness.
+_MASTER_CF = """\
+pickup    unix  n       -       n       60      1       pickup
+cleanup   unix  n       -       n       -       0       cleanup
+qmgr      unix  n       -       n       300     1       qmgr
+tlsmgr    unix  -       -       n       1000?   1       tlsmgr
+rewrite   unix  -       -       n       -       -       trivial-rewrite
+bounce    unix  -       -       n       -       0       bounce
+defer     unix  -       -       n       -       0       bounce
+trace     unix  -       -       n       -       0       bounce
+verify    unix  -       -       n       -       1       verify
+flush     unix  n       -       n       1000?   0       flush
+proxymap  unix  -       -       n       -       -       proxymap
+proxywrite unix -       -       n       -       1       proxymap
+smtp      unix  -       -       n       -       -       smtp
+relay     unix  -       -       n       -       -       smtp
+showq     unix  n       -       n       -       -       showq
+error     unix  -       -       n       -       -       error
+retry     unix  -       -       n       -       -       error
+discard   unix  -       -       n       -       -       discard
+local     unix  -       n       n       -       -       local
+virtual   unix  -       n       n       -       -       virtual
+lmtp      unix  -       -       n       -       -       lmtp
+anvil     unix  -       -       n       -       1       anvil
+scache    unix  -       -       n       -       1       scache
+postlog   unix-dgram n  -       n       -       1       postlogd
+"""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago on ``host``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(host: str, port: int, timeout: float = 10.0) -> None:
+    """Block until something accepts TCP connections on host:port."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on {host}:{port} after {timeout}s"
+                                   ) from None
+            time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivered copy: where it went, envelope, and the bytes as delivered."""
+
+    where: str                       # "sink" or "maildir"
+    sender: str
+    recipients: tuple[str, ...]
+    data: bytes
+
+    def header(self, name: str) -> list[str]:
+        """Values of every ``name:`` header of the delivered copy (unfolded)."""
+        head = self.data.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]
+        text = re.sub(r"\r?\n[ \t]+", " ", head.decode("utf-8", "replace"))
+        prefix = name.lower() + ":"
+        return [line[len(prefix):].strip() for line in text.splitlines()
+                if line.lower().startswith(prefix)]
+
+
+class SmtpSink:
+    """A minimal asyncio SMTP server on loopback that keeps or counts what it receives.
+
+    Offers PIPELINING, 8BITMIME and SMTPUTF8 so Postfix relays anything to it.  Runs its own
+    event loop in a thread; ``messages`` and ``count`` are safe to read from tests.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, keep: bool = True) -> None:
+        self.host = host
+        self.port = port
+        self.keep = keep
+        self.messages: list[Delivery] = []
+        self.count = 0              # messages accepted
+        self.recipient_count = 0    # recipients accepted, over all messages
+        self._lock = threading.Condition()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            server = loop.run_until_complete(
+                asyncio.start_server(self._session, self.host, self.port, backlog=256))
+            self._server = server
+            self.port = server.sockets[0].getsockname()[1]
+            ready.set()
+            loop.run_forever()
+            server.close()
+            loop.run_until_complete(server.wait_closed())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="smtp-sink", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("SMTP sink did not start")
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop = None
+
+    def reset(self) -> None:
+        with self._lock:
+            self.messages.clear()
+            self.count = self.recipient_count = 0
+
+    def wait(self, count: int, timeout: float) -> bool:
+        """Wait until at least ``count`` messages arrived in total."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self.count >= count, timeout)
+
+    async def _session(self, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> None:
+        def say(line: str) -> None:
+            writer.write(line.encode("ascii") + b"\r\n")
+
+        sender, rcpts = "", []
+        try:
+            say("220 sink.harness.test ESMTP")
+            await writer.drain()
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                verb = line[:4].upper()
+                if verb == b"EHLO":
+                    say("250-sink.harness.test")
+                    say("250-PIPELINING")
+                    say("250-8BITMIME")
+                    say("250-SMTPUTF8")
+                    say("250 SIZE 104857600")
+                elif verb == b"HELO":
+                    say("250 sink.harness.test")
+                elif verb == b"MAIL":
+                    sender, rcpts = _address(line), []
+                    say("250 2.1.0 Ok")
+                elif verb == b"RCPT":
+                    rcpts.append(_address(line))
+                    say("250 2.1.5 Ok")
+                elif verb == b"DATA":
+                    say("354 End data with <CR><LF>.<CR><LF>")
+                    await writer.drain()
+                    lines = []
+                    while True:
+                        part = await reader.readline()
+                        if not part or part in (b".\r\n", b".\n"):
+                            break
+                        lines.append(part[1:] if part.startswith(b"..") else part)
+                    with self._lock:
+                        self.count += 1
+                        self.recipient_count += len(rcpts)
+                        if self.keep:
+                            self.messages.append(Delivery("sink", sender, tuple(rcpts),
+                                                          b"".join(lines)))
+                        self._lock.notify_all()
+                    say("250 2.0.0 Ok: queued")
+                elif verb == b"RSET":
+                    sender, rcpts = "", []
+                    say("250 2.0.0 Ok")
+                elif verb == b"QUIT":
+                    say("221 2.0.0 Bye")
+                    await writer.drain()
+                    return
+                else:
+                    say("250 2.0.0 Ok")
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            writer.close()
+
+
+def _address(line: bytes) -> str:
+    text = line.decode("utf-8", "replace")
+    found = re.search(r"<([^>]*)>", text)
+    return found.group(1) if found else text.split(":", 1)[-1].strip()
+
+
+class PostfixHarness:
+    """A private Postfix (master in the foreground) under ``root``; see the module doc."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, main_cf: Iterable[str] = (),
+                 master_cf: Iterable[str] = (), *, port: int | None = None,
+                 keep: bool = True, smtpd_options: Sequence[str] = (),
+                 maildir_users: Sequence[str] = ("alice", "bob", "carol", "dave")) -> None:
+        self._own_root = root is None
+        if root is None:
+            # World-traversable, unlike pytest's tmp_path: see the module doc.
+            root = tempfile.mkdtemp(prefix="pfharness-")
+            os.chmod(root, 0o755)
+        self.root = Path(root).absolute()
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self.etc = self.root / "etc"
+        self.vmail = self.root / "vmail"
+        self.logfile = self.root / "log" / "maillog"
+        self.extra_main = [line.replace("{root}", str(self.root)) for line in main_cf]
+        self.extra_master = [line.replace("{root}", str(self.root)) for line in master_cf]
+        self.smtpd_options = list(smtpd_options)
+        self.maildir_users = tuple(maildir_users)
+        self.sink = SmtpSink(self.host, keep=keep)
+        self._master: subprocess.Popen[bytes] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> PostfixHarness:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Write the config, start the sink and Postfix; return once smtpd answers."""
+        self.sink.start()
+        for sub in ("etc", "spool", "data", "log", "vmail"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        os.chown(self.root / "data", _uid("postfix"), -1)
+        os.chown(self.vmail, VMAIL_UID, VMAIL_UID)
+        self.root.chmod(0o755)
+        (self.etc / "main.cf").write_text(self._main_cf())
+        (self.etc / "master.cf").write_text(self._master_cf())
+        self._postfix("check")
+        out = open(self.root / "log" / "master.out", "ab")
+        self._master = subprocess.Popen([POSTFIX, "-c", str(self.etc), "start-fg"],
+                                        stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
+        out.close()
+        try:
+            wait_for_port(self.host, self.port, timeout)
+        except TimeoutError:
+            self.stop()
+            raise RuntimeError(f"Postfix did not start; see {self.root}/log") from None
+
+    def stop(self) -> None:
+        """Stop Postfix (waiting for the master to exit) and the sink."""
+        if self._master is not None:
+            subprocess.run([POSTFIX, "-c", str(self.etc), "stop"], capture_output=True,
+                           timeout=30)
+            try:
+                self._master.wait(20)
+            except subprocess.TimeoutExpired:
+                self._master.kill()
+                self._master.wait(5)
+            self._master = None
+        self.sink.stop()
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def postconf(self, *settings: str, reload: bool = True) -> None:
+        """``postconf -e`` each ``name = value``; then reload (and settle ~1 s)."""
+        if settings:
+            subprocess.run([POSTCONF, "-c", str(self.etc), "-e", *settings], check=True,
+                           capture_output=True)
+        if reload:
+            self.reload()
+
+    def reload(self, settle: float = 1.0) -> None:
+        self._postfix("reload")
+        time.sleep(settle)
+
+    def flush(self) -> None:
+        """Retry deferred mail now (postqueue -f)."""
+        subprocess.run([POSTQUEUE, "-c", str(self.etc), "-f"], capture_output=True,
+                       check=False)
+
+    def postsuper(self, *args: str) -> str:
+        """Run ``postsuper -c ETC ARGS`` (e.g. ``-d ALL``, ``-H ALL``); returns its output."""
+        done = subprocess.run([POSTSUPER, "-c", str(self.etc), *args], capture_output=True,
+                              text=True, check=False)
+        return done.stdout + done.stderr
+
+    def queue(self) -> list[dict[str, object]]:
+        """The queue as ``postqueue -j`` reports it (one dict per message)."""
+        import json
+        done = subprocess.run([POSTQUEUE, "-c", str(self.etc), "-j"], capture_output=True,
+                              text=True, check=False)
+        return [json.loads(line) for line in done.stdout.splitlines()
+                if line.strip().startswith("{")]
+
+    def queue_size(self) -> int:
+        """Messages in Postfix's queue (any state)."""
+        done = subprocess.run([POSTQUEUE, "-c", str(self.etc), "-j"], capture_output=True,
+                              text=True, check=False)
+        return sum(1 for line in done.stdout.splitlines() if line.strip().startswith("{"))
+
+    # ------------------------------------------------------------------ mail
+
+    def smtp(self, timeout: float = 30.0) -> smtplib.SMTP:
+        """An open smtplib connection to the instance's smtpd (caller quits it)."""
+        return smtplib.SMTP(self.host, self.port, local_hostname="client.harness.test",
+                            timeout=timeout)
+
+    def send(self, raw: bytes | str, sender: str, recipients: Sequence[str]
+             ) -> dict[str, tuple[int, bytes]]:
+        """Send one message; returns the refused recipients; raises smtplib errors."""
+        data = raw.encode("utf-8") if isinstance(raw, str) else raw
+        with self.smtp() as client:
+            return client.sendmail(sender, list(recipients), data)
+
+    def deliveries(self, recipient: str | None = None) -> list[Delivery]:
+        """Everything delivered so far (sink, then Maildirs), optionally for one address."""
+        found = list(self.sink.messages) + self._maildir_messages()
+        if recipient is None:
+            return found
+        want = recipient.lower()
+        return [d for d in found if want in (r.lower() for r in d.recipients)]
+
+    def delivered_count(self) -> int:
+        """Messages delivered so far (sink messages + Maildir files)."""
+        return self.sink.count + len(self._maildir_messages())
+
+    def wait_for_delivery(self, count: int = 1, *, recipient: str | None = None,
+                          timeout: float = 30.0, settle: float = 0.0) -> list[Delivery]:
+        """Wait until ``count`` copies (for ``recipient``, or in all) were delivered.
+
+        ``settle`` keeps waiting that long afterwards, to catch unexpected extra copies.
+        Raises :class:`TimeoutError` with the tail of the mail log.
+        """
+        deadline = time.monotonic() + timeout
+        while len(self.deliveries(recipient)) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{len(self.deliveries(recipient))}/{count} delivered"
+                    f"{' to ' + recipient if recipient else ''} after {timeout}s; "
+                    f"log tail:\n{self.log_tail()}")
+            time.sleep(0.05)
+        if settle:
+            time.sleep(settle)
+        return self.deliveries(recipient)
+
+    def wait_queue_empty(self, timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.queue_size() == 0:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def log_text(self) -> str:
+        try:
+            return self.logfile.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def wait_log(self, pattern: str, timeout: float = 15.0, start: int = 0) -> re.Match[str]:
+        """Wait for a regex in the mail log (from character offset ``start``)."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            found = regex.search(self.log_text(), start)
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{pattern!r} not in the mail log:\n{self.log_tail()}")
+            time.sleep(0.1)
+
+    def clear(self) -> None:
+        """Forget delivered mail (sink memory and Maildir files)."""
+        self.sink.reset()
+        for path in self.vmail.glob("*/*/*"):
+            if path.is_file():
+                path.unlink()
+
+    # ------------------------------------------------------------------ internals
+
+    def _maildir_messages(self) -> list[Delivery]:
+        found = []
+        for path in sorted(self.vmail.glob("*/new/*")):
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            user = path.parent.parent.name
+            sender = ""
+            first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
+            if first.lower().startswith("return-path:"):
+                sender = first.split(":", 1)[1].strip().strip("<>")
+            found.append(Delivery("maildir", sender, (f"{user}@{MAILDIR_DOMAIN}",), data))
+        return found
+
+    def _main_cf(self) -> str:
+        root = str(self.root)
+        settings = {
+            "compatibility_level": "3.6",
+            "queue_directory": f"{root}/spool",
+            "data_directory": f"{root}/data",
+            "myhostname": "mx.harness.test",
+            "mydomain": "harness.test",
+            "myorigin": "$myhostname",
+            "mydestination": "$myhostname, localhost",
+            "inet_interfaces": "127.0.0.1",
+            "inet_protocols": "ipv4",
+            "mynetworks": "127.0.0.0/8",
+            "smtpd_relay_restrictions": "permit_mynetworks, reject_unauth_destination",
+            "maillog_file": f"{root}/log/maillog",
+            "maillog_file_prefixes": f"/var, /dev/stdout, {root}",
+            "alias_maps": "",
+            "alias_database": "",
+            "biff": "no",
+            "disable_dns_lookups": "yes",
+            "smtp_dns_support_level": "disabled",
+            "relay_domains": SINK_DOMAIN,
+            "transport_maps": f"inline:{{ {SINK_DOMAIN}=smtp:[127.0.0.1]:{self.sink.port} }}",
+            "virtual_mailbox_domains": MAILDIR_DOMAIN,
+            "virtual_mailbox_base": f"{root}/vmail",
+            "virtual_mailbox_maps": "inline:{ " + ", ".join(
+                f"{user}@{MAILDIR_DOMAIN}={user}/" for user in self.maildir_users) + " }",
+            "virtual_uid_maps": f"static:{VMAIL_UID}",
+            "virtual_gid_maps": f"static:{VMAIL_UID}",
+            "queue_run_delay": "1s",
+            "minimal_backoff_time": "1s",
+            "maximal_backoff_time": "2s",
+            "smtp_connection_cache_on_demand": "yes",
+        }
+        for line in self.extra_main:
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            name, eq, value = line.partition("=")
+            if not eq:
+                raise ValueError(f"main.cf line without '=': {line!r}")
+            settings[name.strip()] = value.strip()
+        return "".join(f"{name} = {value}\n" for name, value in settings.items())
+
+    def _master_cf(self) -> str:
+        smtpd = f"{self.host}:{self.port} inet  n       -       n       -       -       smtpd\n"
+        smtpd += "".join(f"  -o {option}\n" for option in self.smtpd_options)
+        extra = "".join(line.rstrip("\n") + "\n" for line in self.extra_master)
+        return smtpd + _MASTER_CF + extra
+
+    def _postfix(self, command: str) -> None:
+        done = subprocess.run([POSTFIX, "-c", str(self.etc), command], capture_output=True,
+                              text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"postfix {command} failed ({done.returncode}): "
+                               f"{done.stderr.strip()} {self.log_tail(10)}")
+
+
+def _uid(user: str) -> int:
+    import pwd
+    return pwd.getpwnam(user).pw_uid

@@ -1,0 +1,191 @@
+"""Unit level: the milter class in-process (pymilter's TestCtx) and the daemon helpers."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import socket
+import sys
+from email.message import EmailMessage
+from pathlib import Path
+
+import Milter
+import pytest
+from Milter import testctx
+
+from mailfilter import daemon
+from mailfilter.config import LogSettings, Settings
+from mailfilter.milter import DupfilterMilter, Runtime, set_listener_nodelay
+
+sys.path.insert(0, str(Path(__file__).parent))
+from milter_support import parse_fields  # noqa: E402
+
+NO_REPLY_BITS = (Milter.P_NR_CONN | Milter.P_NR_HELO | Milter.P_NR_MAIL | Milter.P_NR_RCPT
+                 | Milter.P_NR_DATA | Milter.P_NR_UNKN | Milter.P_NR_EOH | Milter.P_NR_BODY
+                 | Milter.P_NR_HDR)
+TEXT = ("Please find the minutes of yesterday's planning meeting below. We agreed to move "
+        "the release to the second week of June, to freeze features on the twentieth, and "
+        "to hold a short review every Thursday afternoon until then.")
+
+
+class Ctx(testctx.TestCtx):
+    """TestCtx as an MTA without no-reply support (TestCtx stops at a NOREPLY answer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.quarantined: str | None = None
+
+    def quarantine(self, reason: str) -> None:
+        self.quarantined = reason
+
+
+@pytest.fixture
+def runtime(tmp_path, monkeypatch):
+    # TestCtx._negotiate reads TestCtx.default_opts (the class attribute) itself.
+    monkeypatch.setattr(testctx.TestCtx, "default_opts",
+                        [Milter.CURR_ACTS, 0x1FFFFF & ~NO_REPLY_BITS, 0, 0])
+
+    def make(**actions: str) -> Runtime:
+        settings = Settings()
+        settings.store.path = str(tmp_path / "db")
+        for verdict, action in actions.items():
+            setattr(settings.milter.actions, verdict, action)
+        logger = logging.getLogger(f"dupfilter-test-{tmp_path.name}")
+        rt = Runtime(settings, logger)
+        assert rt.open_engine()
+        DupfilterMilter.runtime = rt
+        Milter.factory = DupfilterMilter
+        return rt
+
+    made: list[Runtime] = []
+    yield lambda **kw: made.append(make(**kw)) or made[-1]
+    for rt in made:
+        rt.close()
+
+
+def feed(text: str = TEXT, rcpts: tuple[str, ...] = ("bob@example.test",),
+         **headers: str) -> tuple[Ctx, int]:
+    msg = EmailMessage()
+    msg["From"] = "alice@example.test"
+    msg["Subject"] = "Minutes"
+    for name, value in headers.items():
+        msg[name.replace("_", "-")] = value
+    msg.set_content(text)
+    ctx = Ctx()
+    ctx._connect(ip="127.0.0.1")
+    rc = ctx._feedFile(io.BytesIO(msg.as_bytes()), "alice@example.test", *rcpts)
+    return ctx, rc
+
+
+def test_testctx_tag_then_duplicate(runtime):
+    runtime()
+    ctx, rc = feed()
+    assert rc == Milter.ACCEPT and ctx._msg["X-Dupfilter"] == "unique"
+    ctx, rc = feed(X_Dupfilter="forged")
+    assert rc == Milter.ACCEPT
+    assert ctx._msg.get_all("X-Dupfilter")[0].startswith("duplicate; score=1.00")
+    assert len(ctx._msg.get_all("X-Dupfilter")) == 1
+
+
+def test_testctx_drop_recipients_and_quarantine(runtime):
+    runtime(duplicate="drop-recipients")
+    feed(rcpts=("bob@example.test",))
+    ctx, rc = feed(rcpts=("bob@example.test", "carol@example.test"))
+    assert rc == Milter.ACCEPT and ctx._delrcpt == ["<bob@example.test>"]
+    ctx, rc = feed(rcpts=("bob@example.test", "carol@example.test"))
+    assert rc == Milter.DISCARD
+
+
+def test_testctx_quarantine_and_reject(runtime, tmp_path):
+    rt = runtime(duplicate="quarantine")
+    feed()
+    ctx, rc = feed()
+    assert rc == Milter.ACCEPT and ctx.quarantined.startswith("dupfilter: duplicate (duplicate;")
+    rt.settings.milter.actions.duplicate = "reject"
+    ctx, rc = feed()
+    assert rc == Milter.REJECT
+    assert ctx._reply == ("550", "5.7.1", "Duplicate message refused")
+
+
+def test_testctx_internal_error_is_on_error_never_reject(runtime, monkeypatch):
+    rt = runtime(duplicate="reject")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(rt.engine(), "check", broken)
+    ctx, rc = feed()
+    assert rc == Milter.ACCEPT and ctx._msg["X-Dupfilter"] is None
+    rt.settings.milter.on_error = "tempfail"
+    ctx, rc = feed()
+    assert rc == Milter.TEMPFAIL and ctx._reply[0] == "451"
+
+
+def test_listener_nodelay_is_set_and_inherited():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert set_listener_nodelay(f"inet:{port}@127.0.0.1", logging.getLogger("t"),
+                                    fds=[listener.fileno()]) == 1
+        assert listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        with socket.create_connection(("127.0.0.1", port)):
+            accepted, _ = listener.accept()
+            with accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    assert set_listener_nodelay("unix:/tmp/x.sock", logging.getLogger("t")) == 0
+
+
+# ------------------------------------------------------------------------ daemon helpers
+
+def test_key_value_line_is_stable_and_parseable(capsys):
+    logger = daemon.setup_logging(LogSettings(), "dupfilter-unit")
+    daemon.log_verdict(logger, queue="4ABC", verdict="near-duplicate", score=0.93333,
+                       match="<a b@x>", note='say "hi"\nthere', empty=None, ok=True, n=3)
+    line = capsys.readouterr().err.strip()
+    assert line == ('INFO queue=4ABC verdict=near-duplicate score=0.9333 match="<a b@x>" '
+                    'note="say \\"hi\\" there" empty=- ok=yes n=3')
+    fields = parse_fields(line.split(" ", 1)[1])
+    assert fields["note"] == 'say "hi" there' and fields["match"] == "<a b@x>"
+
+
+def test_syslog_falls_back_to_stderr_when_dev_log_is_missing(monkeypatch, capsys):
+    monkeypatch.setattr(daemon, "SYSLOG_SOCKET", "/nonexistent/dev-log")
+    logger = daemon.setup_logging(LogSettings(target="syslog"), "dupfilter-unit2")
+    logger.info("x=1")
+    err = capsys.readouterr().err
+    assert "syslog unavailable" in err and "INFO x=1" in err
+
+
+def test_verdict_fields(runtime):
+    rt = runtime()
+    engine = rt.engine()
+    raw = f"Message-ID: <m1@x>\r\nSubject: s\r\n\r\n{TEXT}\r\n".encode()
+    engine.record(engine.check(raw, ["a@x"], record=False))
+    verdict = engine.check(raw.replace(b"m1@x", b"m2@x"), ["a@x"], record=False)
+    fields = daemon.verdict_fields(verdict)
+    assert list(fields) == ["verdict", "score", "reason", "match", "match_doc", "seen",
+                            "msgid", "rcpts_seen", "defects", "rule"]
+    assert fields["verdict"] == "duplicate" and fields["match"] == "<m1@x>"
+    assert fields["msgid"] == "<m2@x>" and fields["rcpts_seen"] == 1
+
+
+def test_privileges(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(daemon.DaemonError, match="refusing to run as root"):
+        daemon.check_privileges(None, False)
+    daemon.check_privileges(None, True)
+    with pytest.raises(daemon.DaemonError, match="no such user"):
+        daemon.check_privileges("no-such-user-here", False)
+
+
+def test_socket_permissions_missing_group_only_logs(tmp_path, caplog):
+    path = tmp_path / "s"
+    path.write_text("")
+    logger = logging.getLogger("dupfilter-unit3")
+    logger.propagate = True
+    with caplog.at_level(logging.WARNING, logger="dupfilter-unit3"):
+        daemon.set_socket_permissions(str(path), "0640", "no-such-group-here", logger)
+    assert oct(path.stat().st_mode & 0o777) == "0o640"
+    assert "does not exist" in caplog.text
