@@ -182,6 +182,15 @@ class PolicySettings:
 
 
 @dataclass
+class MetricsSettings:
+    """Prometheus endpoint of the daemons."""
+
+    enabled: bool = False
+    # HOST:PORT of /metrics; loopback unless you mean otherwise.
+    listen: str = "127.0.0.1:9464"
+
+
+@dataclass
 class LogSettings:
     # "stderr" (journald) or "syslog".
     target: str = "stderr"
@@ -196,6 +205,7 @@ class Settings:
     milter: MilterSettings = field(default_factory=MilterSettings)
     smtpd: SmtpdSettings = field(default_factory=SmtpdSettings)
     policy: PolicySettings = field(default_factory=PolicySettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
     log: LogSettings = field(default_factory=LogSettings)
     # Where the settings came from (None: built-in defaults).
     source: str | None = None
@@ -219,6 +229,8 @@ class Settings:
              "must be \"after-queue\" or \"proxy\""),
             (self.log.target in ("stderr", "syslog"), "log.target",
              "must be \"stderr\" or \"syslog\""),
+            (re.fullmatch(r"\[?[\w.:-]*\]?:\d{1,5}", self.metrics.listen) is not None,
+             "metrics.listen", "must be HOST:PORT"),
         ]
         for verdict in VERDICTS:
             name = verdict.replace("-", "_")

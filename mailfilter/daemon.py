@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
 from typing import Any
 
+from mailfilter import metrics
 from mailfilter.config import ConfigError, LogSettings, Settings, load_settings
 
 SYSLOG_SOCKET = "/dev/log"
@@ -99,8 +100,10 @@ def format_fields(fields: Mapping[str, Any]) -> str:
 
 
 def log_verdict(logger: logging.Logger, level: int = logging.INFO, **fields: Any) -> None:
-    """Write one stable ``key=value`` line (fields in call order) for one message."""
+    """Write one stable ``key=value`` line (fields in call order) for one message, and
+    count it in the metrics (when they are on)."""
     logger.log(level, format_fields(fields))
+    metrics.observe(fields)
 
 
 def verdict_fields(verdict: Any) -> dict[str, Any]:

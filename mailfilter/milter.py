@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import Milter
 
-from mailfilter import __version__
+from mailfilter import __version__, metrics
 from mailfilter.config import ConfigError, Settings
 from mailfilter.daemon import (
     DaemonError,
@@ -89,6 +89,14 @@ class Runtime:
             if self._engine is None and time.monotonic() >= self._next_attempt:
                 self.open_engine()
             return self._engine
+
+    def store_records(self) -> float:
+        """Records in the store, for the metrics gauge (NaN while the store is down)."""
+        engine = self.engine()
+        try:
+            return float(engine.store.stats()["records"]) if engine else float("nan")
+        except Exception:  # noqa: BLE001 - a scrape must not fail
+            return float("nan")
 
     def open_engine(self) -> bool:
         """Try to open the store; log clearly when it cannot be opened."""
@@ -667,6 +675,13 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
     runtime.open_engine()
     if group_commit:
         runtime.recorder = Recorder(runtime)
+    try:
+        serving = metrics.start(settings.metrics, "milter", records=runtime.store_records)
+    except (OSError, ValueError) as error:
+        raise DaemonError(f"cannot serve metrics on {settings.metrics.listen}: {error}") \
+            from None
+    if serving:
+        logger.info("metrics on http://%s/metrics", serving)
     actions = m.actions
     logger.info("%s %s listening on %s (unique=%s duplicate=%s near-duplicate=%s "
                 "on_error=%s scope=%s)", PROGRAM, __version__, spec, actions.unique,

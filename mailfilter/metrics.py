@@ -1,0 +1,69 @@
+"""Prometheus metrics of the daemons (off by default; loopback by default).
+
+The daemons already write one ``key=value`` line per message through
+:func:`mailfilter.daemon.log_verdict`; that same call feeds the metrics, so every message is
+counted exactly where it is logged and no front end needs code of its own.
+
+* ``dupfilter_messages_total{front_end, verdict, action}``
+* ``dupfilter_errors_total{front_end, kind}`` — internal errors that fell back to on_error
+* ``dupfilter_check_seconds{front_end}`` — time from end of message to decision
+* ``dupfilter_store_records{front_end}`` — records in the store (read at scrape time)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mailfilter.config import MetricsSettings
+
+_state: dict[str, Any] = {}
+_ERROR_KIND = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def start(settings: MetricsSettings, front_end: str,
+          records: Callable[[], float] | None = None) -> str | None:
+    """Serve /metrics if enabled; returns the address it listens on (None if off)."""
+    if not settings.enabled:
+        return None
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+    registry = CollectorRegistry()
+    _state["front_end"] = front_end
+    _state["messages"] = Counter("dupfilter_messages", "Messages decided, by verdict and action",
+                                 ["front_end", "verdict", "action"], registry=registry)
+    _state["errors"] = Counter("dupfilter_errors", "Internal errors that fell back to on_error",
+                               ["front_end", "kind"], registry=registry)
+    _state["latency"] = Histogram("dupfilter_check_seconds",
+                                  "Seconds from end of message to the decision", ["front_end"],
+                                  buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25,
+                                           0.5, 1.0, 2.5), registry=registry)
+    if records is not None:
+        gauge = Gauge("dupfilter_store_records", "Records in the store", ["front_end"],
+                      registry=registry)
+        gauge.labels(front_end).set_function(records)
+    host, _, port = settings.listen.rpartition(":")
+    start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1", registry=registry)
+    return settings.listen
+
+
+def observe(fields: Mapping[str, Any]) -> None:
+    """Count one message from its log fields (no-op while metrics are off)."""
+    if not _state:
+        return
+    front_end = _state["front_end"]
+    error = fields.get("error")
+    if error:
+        match = _ERROR_KIND.match(str(error))
+        _state["errors"].labels(front_end, match.group(1) if match else "other").inc()
+    _state["messages"].labels(front_end, str(fields.get("verdict") or "unchecked"),
+                              str(fields.get("action") or "-")).inc()
+    milliseconds = fields.get("ms")
+    if isinstance(milliseconds, (int, float)):
+        _state["latency"].labels(front_end).observe(milliseconds / 1000.0)
+
+
+def stop() -> None:
+    """Forget the metrics (tests start daemons in-process more than once)."""
+    _state.clear()
