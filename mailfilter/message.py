@@ -31,12 +31,24 @@ _ATTRIBUTION_END = re.compile(
 _ATTRIBUTION = re.compile(
     r"[ \t]*(?:(?:on|am|le|el)\b.{0,200}?\b(?:wrote|writes|schrieb|a écrit|escribió)"
     r"|.{0,120}?\b(?:wrote|writes))[ \t]*:[ \t]*", re.IGNORECASE)
-# Where the new text ends: a signature or Outlook's "Original Message" line (group 1), or a
-# line of underscores that starts a short closing block (a Mailman footer).
-_CUT_LINE = re.compile(
-    r"^(-- ?|-{2,}[ \t]*original message[ \t]*-{2,})[ \t]*$|^_{20,}[ \t]*$",
+# Where a reply's new text ends (Outlook), where a forward's header block starts, a
+# signature, and the rule line above a list footer.
+_OUTLOOK_ORIGINAL = re.compile(r"^[ \t]*-{2,}[ \t]*original message[ \t]*-{2,}[ \t]*$",
+                               re.MULTILINE | re.IGNORECASE)
+_FORWARD_LINE = re.compile(
+    r"^[ \t]*(?:-{2,}[ \t]*forwarded message[ \t]*-{2,}|begin forwarded message:"
+    r"|-{2,}[ \t]*(?:weitergeleitete nachricht|message transféré)[ \t]*-{2,})[ \t]*$",
     re.MULTILINE | re.IGNORECASE)
-_FOOTER_MAX_LINES = 12
+_PSEUDO_HEADER = re.compile(
+    r"[ \t]*(?:from|date|sent|subject|to|cc|bcc|reply-to|von|gesendet|datum|an|betreff|de"
+    r"|envoyé|à|objet)[ \t]*:", re.IGNORECASE)
+_LINE = re.compile(r"[^\n]*(?:\n|\Z)")
+_SIGNATURE_LINE = re.compile(r"^-- ?$", re.MULTILINE)
+_RULE_LINE = re.compile(r"^[ \t]*[-=_~*]{10,}[ \t]*$", re.MULTILINE)
+_FOOTER_LINES = 15
+_FOOTER_MIN_WORDS_ABOVE = 12
+_WORD = re.compile(r"[^\W_]")
+_FORWARD_SUBJECT = re.compile(r"\s*(?:\[[^\]]*\]\s*)?(?:fwd?|fw|wg|tr)\s*:", re.IGNORECASE)
 _NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
 _HEADER_LINE = re.compile(rb"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$", re.MULTILINE)
 _PARAM = re.compile(r";\s*([!#-'*+.0-9A-Z^-~-]+)\s*=\s*(\"[^\"]*\"|[^;\s]*)")
@@ -108,11 +120,17 @@ def transfer_decode(data: bytes, encoding: str, defects: list[str]) -> bytes:
 
 
 def _decode_payload(part: email.message.Message, defects: list[str]) -> bytes:
-    payload = part.get_payload()
-    if isinstance(payload, list):
-        return b""
-    data = payload.encode("latin-1", "replace") if isinstance(payload, str) else payload or b""
-    return transfer_decode(data, str(part.get("content-transfer-encoding", "")), defects)
+    """The part's bytes, transfer-decoded (the standard library's lenient decoders: its
+    ``get_payload()`` without decoding would give text already charset-decoded)."""
+    try:
+        data = part.get_payload(decode=True)
+    except Exception:  # noqa: BLE001 - e.g. a broken uuencode body: keep the raw text
+        payload = part.get_payload()
+        if not isinstance(payload, str):
+            return b""
+        defects.append("undecodable transfer encoding")
+        return payload.encode("ascii", "surrogateescape")
+    return data if isinstance(data, bytes) else b""
 
 
 def _known_charset(charset: str | None) -> str | None:
@@ -173,18 +191,80 @@ def html_to_text(html: str) -> str:
         return re.sub(r"<[^>]*>", " ", html)
 
 
-def split_quotes(text: str) -> tuple[str, str]:
+def _header_block_end(text: str, position: int) -> int:
+    """End of the ``From:/Sent:/To:/Subject:`` lines that follow a forward or Outlook
+    separator line starting at ``position`` (a blank line may come first)."""
+    for match in _LINE.finditer(text, position):
+        line = match.group(0)
+        if not line.strip():
+            if match.start() == position:
+                continue
+            return match.end()
+        if not _PSEUDO_HEADER.match(line):
+            return match.start()
+    return len(text)
+
+
+def _is_inline_reply(text: str, separator: re.Match[str], block_end: int) -> bool:
+    """Outlook Express style: nothing but blank or quoted lines above the separator, and
+    the quoted original (answered between its lines) right below its header block."""
+    above = text[:separator.start()]
+    if any(line.strip() and not line.lstrip().startswith(">") for line in above.split("\n")):
+        return False
+    return text[block_end:].lstrip("\n").lstrip().startswith(">")
+
+
+def _footer_start(text: str) -> int | None:
+    """Start of a list footer: the first rule line (10+ of ``-=_~*``) among the last 15
+    non-blank lines, when at least 12 words stay above it."""
+    tail_start = len(text)
+    seen = 0
+    while tail_start > 0 and seen < _FOOTER_LINES:
+        previous = text.rfind("\n", 0, tail_start - 1)
+        if text[previous + 1:tail_start].strip():
+            seen += 1
+        tail_start = previous + 1 if previous >= 0 else 0
+        if previous < 0:
+            break
+    rule = _RULE_LINE.search(text, tail_start)
+    if rule is None or len(text[:rule.start()].split()) < _FOOTER_MIN_WORDS_ABOVE:
+        return None
+    return rule.start()
+
+
+def split_quotes(text: str, *, forward: bool = False) -> tuple[str, str]:
     """(new text, set-aside text): quoted lines, attributions, signature and list footer.
 
-    Everything after a ``-- `` signature line, after an Outlook ``Original Message`` line,
-    or in a short closing block under a line of underscores (Mailman's footer) is set aside.
+    Set aside: lines quoted with ``>``; attribution lines (``On … wrote:``); the header
+    block of a forward separator (the forwarded text itself is kept: a forward is a
+    near-duplicate); everything after an Outlook ``Original Message`` line (a top-posted
+    reply) — unless the message is a forward (``forward``, from the Subject) or an Outlook
+    Express inline reply, where only the separator and its header block go; everything
+    after a ``-- `` signature line; a list footer under a rule line near the end.
     Regular expressions over the whole text do the work (no Python loop per line).
     """
-    aside_tail = ""
-    for cut in _CUT_LINE.finditer(text):
-        if cut.group(1) is not None or text.count("\n", cut.start()) <= _FOOTER_MAX_LINES:
-            text, aside_tail = text[:cut.start()], text[cut.start():]
-            break
+    aside: list[str] = []
+    original = _OUTLOOK_ORIGINAL.search(text)
+    if original is not None:
+        block_end = _header_block_end(text, original.end() + 1)
+        if forward or _is_inline_reply(text, original, block_end):
+            aside.append(text[original.start():block_end])
+            text = text[:original.start()] + text[block_end:]
+        else:
+            aside.append(text[original.start():])
+            text = text[:original.start()]
+    for separator in reversed(list(_FORWARD_LINE.finditer(text))):
+        block_end = _header_block_end(text, separator.end() + 1)
+        aside.append(text[separator.start():block_end])
+        text = text[:separator.start()] + text[block_end:]
+    signature = _SIGNATURE_LINE.search(text)
+    if signature is not None:
+        aside.append(text[signature.start():])
+        text = text[:signature.start()]
+    footer = _footer_start(text)
+    if footer is not None:
+        aside.append(text[footer:])
+        text = text[:footer]
     spans = [match.span() for match in _QUOTED_LINE.finditer(text)]
     for match in _ATTRIBUTION_END.finditer(text):
         start = text.rfind("\n", 0, match.start()) + 1
@@ -192,17 +272,17 @@ def split_quotes(text: str) -> tuple[str, str]:
             end = match.end() + 1 if text.startswith("\n", match.end()) else match.end()
             spans.append((start, end))
     if not spans:
-        return text, aside_tail
+        return text, "".join(aside)
     spans.sort()
-    kept, aside, position = [], [], 0
+    kept, quoted, position = [], [], 0
     for start, end in spans:
         if start < position:          # an attribution that is also a quoted line
             continue
         kept.append(text[position:start])
-        aside.append(text[start:end])
+        quoted.append(text[start:end])
         position = end
     kept.append(text[position:])
-    return "".join(kept), "".join(aside) + aside_tail
+    return "".join(kept), "".join(quoted) + "".join(aside)
 
 
 def _filename(part: email.message.Message) -> str | None:
@@ -217,6 +297,7 @@ class _Collector:
 
     def __init__(self) -> None:
         self.texts: list[str] = []
+        self.html_sources: list[bytes] = []
         self.attachments: list[Attachment] = []
         self.defects: list[str] = []
         self.parts = 0
@@ -259,7 +340,10 @@ class _Collector:
         if maintype == "text" and not is_attachment and subtype in (
                 "plain", "html", "enriched", "richtext"):
             text = decode_text(data, charset, self.defects)
-            self.texts.append(html_to_text(text) if subtype == "html" else text)
+            if subtype == "html":
+                self.html_sources.append(data)
+                text = html_to_text(text)
+            self.texts.append(text)
         elif data:
             self.attachments.append(Attachment(content_type, filename, data))
 
@@ -347,7 +431,18 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024) -> Message:
     else:
         _walk_mime(_EMPTY_PARAMS.sub(b";", head) + b"\n" + body, collector, defects)
     defects.extend(collector.defects)
-    text, quoted = split_quotes("\n".join(collector.texts))
+    full_text = "\n".join(collector.texts)
+    subject = headers.get("subject", "")
+    text, quoted = split_quotes(full_text, forward=bool(_FORWARD_SUBJECT.match(subject)))
+    if not _WORD.search(text) and _WORD.search(full_text) and \
+            not _ATTRIBUTION_END.search(full_text):
+        # All of it looked quoted (a forward quoted with ">", HTML inside <blockquote>),
+        # yet nobody replied to anything: the whole text is the message.
+        text, quoted = full_text, ""
+    if not _WORD.search(text) and collector.html_sources and not collector.attachments:
+        # Text-less HTML (image-only spam): let its markup make the digest and chunks.
+        collector.attachments.append(Attachment("text/html", None,
+                                                b"".join(collector.html_sources)))
     return Message(
         message_id=headers.get("message-id") or None,
         date=headers.get("date") or None,

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aiosmtpd.smtp import SMTP, Envelope, syntax
+from aiosmtpd.smtp import MISSING, SMTP, Envelope, syntax
 
 from mailfilter import __version__
 from mailfilter.config import ConfigError, Settings
@@ -68,6 +68,13 @@ FORWARDED_MAIL_PARAMETERS = ("SIZE", "BODY", "SMTPUTF8")
 _BARE_LF = re.compile(rb"(?<!\r)\n")
 _LEADING_DOT = re.compile(rb"^\.", re.MULTILINE)
 _QUEUED_AS = re.compile(r"queued as ([0-9A-Za-z]+)")
+# A plain <local@domain> path (no quotes, route, literal or comment): parsed without the
+# email package; anything else goes to aiosmtpd's own parser.
+_ATOM = r"[^\x00-\x20\x7f<>()\[\]\\,;:@\".]+"
+_PLAIN_PATH = re.compile(rf"<({_ATOM}(?:\.{_ATOM})*@{_ATOM}(?:\.{_ATOM})*)>(?:[ \t]+(.*))?",
+                         re.DOTALL)
+# A dot that starts a line of DATA (CRLF-delimited lines only, as aiosmtpd reads them).
+_STUFFED_DOT = re.compile(rb"(?:^|(?<=\r\n))\.")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # aiosmtpd's own replies that deserve an enhanced status code.
 _REWRITES = {
@@ -816,6 +823,84 @@ class FilterSMTP(SMTP):
         replies, self._held = b"".join(self._held), []
         self._writer.write(replies)
         await self._writer.drain()
+
+    def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
+        """aiosmtpd's address parsing, with a fast path for plain ``<local@domain>``."""
+        if not self.local_part_limit:
+            plain = _PLAIN_PATH.fullmatch(arg.strip())
+            if plain is not None:
+                return plain.group(1), (plain.group(2) or "").strip()
+        return super()._getaddr(arg)
+
+    def _reset_timeout(self, duration: float | None = None) -> None:
+        """The idle timeout, pushed back per command without a new timer each time."""
+        self._deadline = self.loop.time() + (duration or self._timeout_duration)
+        handle = self._timeout_handle
+        if handle is None or handle.cancelled() or handle.when() > self._deadline:
+            if handle is not None:
+                handle.cancel()
+            self._timeout_handle = self.loop.call_at(self._deadline, self._check_timeout)
+
+    def _check_timeout(self) -> None:
+        if self.loop.time() >= self._deadline:
+            self._timeout_cb()
+        else:
+            self._timeout_handle = self.loop.call_at(self._deadline, self._check_timeout)
+
+    @syntax("DATA")
+    async def smtp_DATA(self, arg: str | None) -> None:
+        """aiosmtpd's DATA, reading the message in a few large pieces, not line by line.
+
+        Same replies and limits: 552 once all of an oversized message was read, one dot
+        removed from lines that start with one (CRLF lines), the handler's DATA hook.
+        """
+        if await self.check_helo_needed() or await self.check_auth_needed("DATA"):
+            return
+        assert self.envelope is not None
+        if not self.envelope.rcpt_tos:
+            await self.push("503 Error: need RCPT command")
+            return
+        if arg:
+            await self.push("501 Syntax: DATA")
+            return
+        await self.push("354 End data with <CR><LF>.<CR><LF>")
+        limit = self.data_size_limit
+        parts: list[bytes] = []
+        size, too_much, line_start = 0, False, True
+        while True:
+            try:
+                part = await self._reader.readuntil(b".\r\n")
+            except asyncio.LimitOverrunError as error:
+                # No ".\r\n" within the reader's limit (the size limit): too much data.
+                skipped = await self._reader.read(error.consumed)
+                size += len(skipped)
+                too_much, line_start = True, skipped.endswith(b"\r\n")
+                parts.clear()
+                continue
+            # The end is a line that is just ".": after a CRLF, or at the very start.
+            if part == b".\r\n" and line_start or part.endswith(b"\r\n.\r\n"):
+                size += len(part) - 3
+                if not too_much:
+                    parts.append(part[:-3])
+                break
+            size += len(part)
+            line_start = True           # every part ends with ".\r\n"
+            too_much = too_much or bool(limit and size > limit)
+            if too_much:
+                parts.clear()
+            else:
+                parts.append(part)
+        if too_much or (limit and size > limit):
+            self._set_post_data_state()
+            await self.push("552 Error: Too much mail data")
+            return
+        data = b"".join(parts)
+        if data.startswith(b".") or b"\r\n." in data:
+            data = _STUFFED_DOT.sub(b"", data)
+        self.envelope.content = self.envelope.original_content = data
+        status = await self._call_handler_hook("DATA")
+        self._set_post_data_state()
+        await self.push("250 OK" if status is MISSING else status)
 
     @syntax("XFORWARD attribute=value ...")
     async def smtp_XFORWARD(self, arg: str | None) -> None:

@@ -152,3 +152,67 @@ def test_same_text_in_base64_and_plain_parses_equal() -> None:
     qp = (b"Subject: x\nContent-Transfer-Encoding: quoted-printable\n\n"
           + quopri.encodestring(text.encode()))
     assert parse(encoded).text == parse(plain).text == parse(qp).text
+
+
+def test_forward_keeps_the_forwarded_text_but_not_its_header_block() -> None:
+    original = paragraph_text(21)
+    for separator in ("---------- Forwarded message ---------", "Begin forwarded message:",
+                      "-------- Forwarded Message --------"):
+        body = (f"FYI\n\n{separator}\nFrom: Ann <ann@example.org>\nDate: Mon, 30 Nov 2026\n"
+                f"Subject: Budget\nTo: Bob <bob@example.net>\n\n{original}")
+        new, aside = split_quotes(body)
+        assert original.strip() in new and "ann@example.org" not in new
+        assert separator in aside and "Subject: Budget" in aside
+
+
+def test_outlook_separator_ends_a_reply_but_not_a_forward() -> None:
+    original = paragraph_text(22)
+    body = (f"Sounds good.\n\n-----Original Message-----\nFrom: Ann\nSent: Monday\n"
+            f"To: Bob\nSubject: Plan\n\n{original}")
+    reply_text, _ = split_quotes(body)
+    forward_text, _ = split_quotes(body, forward=True)
+    assert original.strip() not in reply_text and "Sounds good" in reply_text
+    assert original.strip() in forward_text and "Sent: Monday" not in forward_text
+    raw = make_message(body, subject="FW: Plan")
+    assert original.strip() in parse(raw).text
+
+
+def test_outlook_express_inline_reply_keeps_the_answers() -> None:
+    body = ("----- Original Message -----\nFrom: Ann\nTo: Bob\nSent: Monday\nSubject: Q\n\n"
+            "> Can you come on Friday?\nYes, I will be there at ten.\n> And bring the slides?\n"
+            "Of course, both decks.\n")
+    new, aside = split_quotes(body)
+    assert "I will be there at ten" in new and "both decks" in new
+    assert "Can you come" not in new and "Can you come" in aside
+
+
+def test_rule_line_footer_near_the_end_is_set_aside() -> None:
+    body = paragraph_text(23) + "\n" + "=" * 20 + "\n" + \
+        "Yahoo! Groups Sponsor\nTo unsubscribe send a blank message\nterms of service apply\n"
+    new, aside = split_quotes(body)
+    assert "Sponsor" not in new and "Sponsor" in aside
+    short = "Can't.\n" + "-" * 30 + "\nsponsored by example\n"
+    assert "sponsored" in split_quotes(short)[0]          # too few words above: kept
+
+
+def test_eight_bit_text_inside_multipart_keeps_its_characters() -> None:
+    text = "Ça coûte très cher, çıkmak için ödeme yapın."
+    raw = (b"Content-Type: multipart/mixed; boundary=b\n\n--b\n"
+           b"Content-Type: text/plain; charset=iso-8859-9\nContent-Transfer-Encoding: 8bit\n\n"
+           ) + text.encode("iso-8859-9") + b"\n--b--\n"
+    assert text in parse(raw).text
+
+
+def test_all_quoted_without_attribution_is_the_message_itself() -> None:
+    original = paragraph_text(24)
+    body = "".join(f"> {line}\n" for line in original.splitlines())
+    assert set(original.split()) <= set(parse(make_message(body)).text.split())
+    html = (b"Content-Type: text/html\n\n<blockquote><p>" + paragraph_text(25).encode() +
+            b"</p></blockquote>")
+    assert len(parse(html).text.split()) > 50
+
+
+def test_text_less_html_is_fingerprinted_by_its_markup() -> None:
+    html = b'<html><body><a href="http://spam.example/"><img src="cid:1"></a></body></html>'
+    msg = parse(b"Content-Type: text/html\n\n" + html)
+    assert msg.text.strip() == "" and msg.attachments[0].data == html

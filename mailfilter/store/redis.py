@@ -179,8 +179,9 @@ end
     keep=KEEP_POSTINGS, newest=_NEWEST_EXACT)
 
 # ARGV: params id, message-id key or '', digest, histogram, sum, window, max positions,
-# posting cap, max candidates, min shared, common threshold, then counted lists of sketch
-# hashes, tail hashes and chunk digests.  The reply is flat (see RedisStore._parse_lookup).
+# posting cap, max candidates, min shared, common threshold, then the sketch hashes, the
+# tail hashes and the chunk digests, each list as one string of fixed-width big-endian
+# values.  The reply is flat (see RedisStore._parse_lookup).
 _LOOKUP_BODY = r"""
 local have = redis.call('GET', base .. 'p')
 if have and have ~= ARGV[1] then return redis.error_reply('DUPFILTER-MISMATCH ' .. have) end
@@ -188,14 +189,13 @@ local mkey, digest, hist = ARGV[2], ARGV[3], ARGV[4]
 local hsum, window, maxpos = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local cap, maxc = tonumber(ARGV[8]), tonumber(ARGV[9])
 local min_shared, common_n = tonumber(ARGV[10]), tonumber(ARGV[11])
-local at = 12
-local function list()
-  local n, items = tonumber(ARGV[at]), {}
-  for j = 1, n do items[j] = ARGV[at + j] end
-  at = at + n + 1
+local function split(packed, width)
+  local items = {}
+  for j = 1, #packed / width do items[j] = sub(packed, (j - 1) * width + 1, j * width) end
   return items
 end
-local sketch, tail, chunks = list(), list(), list()
+local sketch, tail, chunks = split(ARGV[12], SW), split(ARGV[13], SW), split(ARGV[14], 8)
+local at = 15
 
 local docs, order = {}, {}
 local function live(id)
@@ -225,11 +225,6 @@ local function emit_ranked(ids, score)
 end
 -- Keys of ``hashes`` under ``prefix``, and whether any exists (one EXISTS for all: a new
 -- message's hashes mostly have no postings, and that saves a read per hash).
-local function keys_of(hashes, prefix)
-  local keys = {}
-  for j, h in ipairs(hashes) do keys[j] = base .. prefix .. h end
-  return keys, #keys > 0 and redis.call('EXISTS', unpack(keys)) > 0
-end
 local postings = {}
 local function newest(key)
   local ids = postings[key]
@@ -239,10 +234,9 @@ local function newest(key)
   end
   return ids
 end
-local function counted(hashes, prefix, floor)
+local function counted(keys, floor)
   local hits, first, ranked = {}, {}, {}
-  local keys, any = keys_of(hashes, prefix)
-  for _, key in ipairs(any and keys or {}) do
+  for _, key in ipairs(keys) do
     for _, id in ipairs(newest(key)) do
       local c = hits[id]
       if c == nil then first[#first + 1] = id; hits[id] = 1 else hits[id] = c + 1 end
@@ -293,21 +287,37 @@ end
 out[#out + 1] = wsize
 emit_ranked(close, diffs)
 
-local common, index = {}, {}
+-- Sketch postings.  One EXISTS first: a candidate must share min_shared hashes, so when
+-- fewer of the message's posting keys exist (a new message, mostly), none is read.
+local sketch_keys, key_of = {}, {}
+for j, h in ipairs(sketch) do sketch_keys[j] = base .. 's' .. h; key_of[h] = sketch_keys[j] end
+local existing = #sketch_keys > 0 and redis.call('EXISTS', unpack(sketch_keys)) or 0
+-- Boilerplate: how many records share each last-line hash.  An indexed one is counted from
+-- its postings (unless the list is full); the others by ZCARD, if any of them exists.
+local others = {}
+for _, h in ipairs(tail) do if not key_of[h] then others[#others + 1] = base .. 's' .. h end end
+local any_other = #others > 0 and redis.call('EXISTS', unpack(others)) > 0
+local common = {}
 out[#out + 1] = #tail
-local tail_keys, any_tail = keys_of(tail, 's')
-for j, h in ipairs(tail) do
-  local n = 0
-  if any_tail then
-    n = redis.call('ZCARD', tail_keys[j])
+for _, h in ipairs(tail) do
+  local key, n = key_of[h], 0
+  if key and existing > 0 then
+    n = #newest(key)
+    if n >= cap then n = redis.call('ZCARD', key) end
+  elseif not key and any_other then
+    n = redis.call('ZCARD', base .. 's' .. h)
   end
   out[#out + 1] = n
   if n >= common_n then common[h] = true end
 end
-for _, h in ipairs(sketch) do if not common[h] then index[#index + 1] = h end end
-if #index == 0 then index = sketch end
-counted(index, 's', min_shared)
-counted(chunks, 'k', 1)
+local index = {}
+for j, h in ipairs(sketch) do if not common[h] then index[#index + 1] = sketch_keys[j] end end
+if #index == 0 then index = sketch_keys end
+counted(existing >= min_shared and index or {}, min_shared)
+local chunk_keys = {}
+for j, h in ipairs(chunks) do chunk_keys[j] = base .. 'k' .. h end
+local any_chunk = #chunk_keys > 0 and redis.call('EXISTS', unpack(chunk_keys)) > 0
+counted(any_chunk and chunk_keys or {}, 1)
 """
 _LOOKUP_REPLY = r"""
 out[#out + 1] = #order
@@ -706,9 +716,10 @@ class RedisStore:
     def _lookup_args(self, probe: Probe) -> list[Any]:
         parts = len(self.partitions)
         common_postings = probe.common_postings
-        sketch = [self._pack_hash(v) for v in probe.sketch_index]
-        tails = [self._pack_hash(v) for v in probe.tail_hashes]
-        chunks = [v.to_bytes(8, "big") for v in probe.chunk_index]
+        # Hashes travel as one string per list (fewer arguments to pack and to convert).
+        sketch = b"".join(self._pack_hash(v) for v in probe.sketch_index)
+        tails = b"".join(self._pack_hash(v) for v in probe.tail_hashes)
+        chunks = b"".join(v.to_bytes(8, "big") for v in probe.chunk_index)
         return [
             self.parameters_id, probe.message_id_key or b"", probe.digest, probe.histogram,
             probe.histogram_sum, probe.histogram_window, probe.histogram_max_positions,
@@ -716,7 +727,7 @@ class RedisStore:
             # On a cluster each partition sees about 1/P of the records sharing a hash.
             max(1, math.ceil(common_postings / parts)) if common_postings < 1 << 62
             else common_postings,
-            len(sketch), *sketch, len(tails), *tails, len(chunks), *chunks]
+            sketch, tails, chunks]
 
     def _candidates(self, probe: Probe, replies: list[Any]) -> Candidates:
         result = Candidates()

@@ -1,0 +1,101 @@
+"""The issue's quality targets on a small, fast version of ``bench/quality.py``.
+
+150 originals from the shared SpamAssassin corpus are stored; one variant of every kind is
+made of each (resent, list footer, re-wrapped, QP, base64, HTML, CRLF, edited words, inline
+forward, truncated, changed signature) and must be called duplicate or near-duplicate (≥ 90%
+per kind, ≥ 97% overall); of 300 unrelated corpus messages at most 0.5%, and of 150 replies
+quoting a whole original at most 2%, may be.  The corpus must be present: CI has ``shared/``
+beside the checkout, and a missing corpus is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "spamassassin.tar.gz"
+QUALITY = Path(__file__).resolve().parents[1] / "bench" / "quality.py"
+ORIGINALS, UNRELATED, SEED = 150, 300, 1
+
+
+def _load_quality() -> ModuleType:
+    """bench/quality.py as a module (bench/ is not a package)."""
+    name = "dupfilter_bench_quality"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, QUALITY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def quality() -> ModuleType:
+    return _load_quality()
+
+
+@pytest.fixture(scope="module")
+def report(quality: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    if not CORPUS.is_file():
+        pytest.fail(f"the shared corpus is missing: {CORPUS} (shared/ must sit beside the "
+                    f"project checkout, as in CI)", pytrace=False)
+    corpus = quality.unpack(CORPUS, tmp_path_factory.mktemp("corpus"))
+    return quality.evaluate(corpus, originals=ORIGINALS, seed=SEED, unrelated=UNRELATED)
+
+
+def _explain(quality: ModuleType, report: Any, kind: str | None = None) -> str:
+    text = quality.render(report, verbose=False)
+    misses = getattr(report, "misses", {}).get(kind, []) if kind else []
+    if misses:
+        text += f"\n\nworst misses of {kind}:\n" + "\n".join(f"  {m}" for m in misses)
+    return text
+
+
+def test_every_kind_is_made(report: Any) -> None:
+    rows = {row.kind: row for row in report.rows}
+    missing = [kind for kind in _load_quality().variants.KINDS
+               if rows.get(kind) is None or rows[kind].count < ORIGINALS * 0.9]
+    assert not missing, f"too few variants made for {missing}"
+
+
+@pytest.mark.parametrize("kind", list(_load_quality().variants.KINDS))
+def test_recall_per_kind(quality: ModuleType, report: Any, kind: str) -> None:
+    row = next(r for r in report.rows if r.kind == kind)
+    if row.rate < quality.TARGET_PER_KIND:
+        pytest.fail(f"{kind}: {row.called}/{row.count} = {row.rate:.1%} called duplicate or "
+                    f"near-duplicate, target {quality.TARGET_PER_KIND:.0%}\n\n"
+                    + _explain(quality, report, kind), pytrace=False)
+
+
+def test_overall_recall(quality: ModuleType, report: Any) -> None:
+    if report.recall < quality.TARGET_OVERALL:
+        pytest.fail(f"overall recall {report.recall:.2%}, target "
+                    f"{quality.TARGET_OVERALL:.0%}\n\n" + _explain(quality, report),
+                    pytrace=False)
+
+
+def test_unrelated_messages_are_unique(quality: ModuleType, report: Any) -> None:
+    row = report.unrelated
+    found = report.false_positives.get("unrelated", [])
+    assert row.count >= UNRELATED * 0.9, f"only {row.count} unrelated messages found"
+    if row.rate > quality.TARGET_UNRELATED:
+        pytest.fail(f"{row.called}/{row.count} = {row.rate:.2%} unrelated messages called "
+                    f"duplicate or near-duplicate, target ≤ {quality.TARGET_UNRELATED:.1%}:\n"
+                    + "\n".join(f"  {f}" for f in found), pytrace=False)
+
+
+def test_quoted_replies_are_unique(quality: ModuleType, report: Any) -> None:
+    row = report.replies
+    found = report.false_positives.get("quoted_reply", [])
+    assert row.count >= ORIGINALS * 0.9, f"only {row.count} quoted replies made"
+    if row.rate > quality.TARGET_REPLIES:
+        pytest.fail(f"{row.called}/{row.count} = {row.rate:.2%} quoted replies called "
+                    f"duplicate or near-duplicate, target ≤ {quality.TARGET_REPLIES:.0%}:\n"
+                    + "\n".join(f"  {f}" for f in found), pytrace=False)
