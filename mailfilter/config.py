@@ -104,7 +104,7 @@ class DetectorSettings:
     """When a message counts as a duplicate or a near-duplicate (see docs/thresholds.md)."""
 
     # Estimated shingle resemblance at or above which a message is a near-duplicate.
-    resemblance_threshold: float = 0.4
+    resemblance_threshold: float = 0.35
     # Bodies with fewer words than this are matched exactly only (digest, Message-ID).
     min_words: int = 12
     # Seed 000's rule: a histogram in the ±window sum range differing in ≤ max_positions bins.
