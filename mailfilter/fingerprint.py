@@ -174,7 +174,8 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     tokens = tokenize(message.text, stoplist)
     positions = shingle_positions(tokens, ngram)
     distinct = set(positions)
-    sketch = tuple(heapq.nsmallest(sketch_size, distinct))
+    sketch = tuple(sorted(distinct)[:sketch_size] if len(distinct) < 4096
+                   else heapq.nsmallest(sketch_size, distinct))
     tail_from = max(0, _tail_start(message.text, tokens, stoplist, tail_lines) - ngram + 1)
     tail = set(positions[tail_from:])
     attachment_digests = [xxhash.xxh3_128_digest(a.data) for a in message.attachments]

@@ -265,24 +265,19 @@ def split_quotes(text: str, *, forward: bool = False) -> tuple[str, str]:
     if footer is not None:
         aside.append(text[footer:])
         text = text[:footer]
-    spans = [match.span() for match in _QUOTED_LINE.finditer(text)]
+    attributions = []
     for match in _ATTRIBUTION_END.finditer(text):
         start = text.rfind("\n", 0, match.start()) + 1
         if match.end() - start < 250 and _ATTRIBUTION.fullmatch(text, start, match.end()):
             end = match.end() + 1 if text.startswith("\n", match.end()) else match.end()
-            spans.append((start, end))
-    if not spans:
-        return text, "".join(aside)
-    spans.sort()
-    kept, quoted, position = [], [], 0
-    for start, end in spans:
-        if start < position:          # an attribution that is also a quoted line
-            continue
-        kept.append(text[position:start])
-        quoted.append(text[start:end])
-        position = end
-    kept.append(text[position:])
-    return "".join(kept), "".join(quoted) + "".join(aside)
+            attributions.append((start, end))
+    for start, end in reversed(attributions):
+        aside.insert(0, text[start:end])
+        text = text[:start] + text[end:]
+    quoted = _QUOTED_LINE.findall(text)
+    if quoted:
+        text = _QUOTED_LINE.sub("", text)
+    return text, "".join(quoted) + "".join(aside)
 
 
 def _filename(part: email.message.Message) -> str | None:
