@@ -1,0 +1,56 @@
+"""Packaging: sdist and wheel build cleanly, one version everywhere, helpful --help, and
+the code base stays ruff-clean."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import mailfilter
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_sdist_and_wheel_build(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--sdist",
+                             "--wheel", "--outdir", str(tmp_path), str(REPO)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    wheel = next(tmp_path.glob(f"dupfilter-{mailfilter.__version__}-*.whl"))
+    assert next(tmp_path.glob(f"dupfilter-{mailfilter.__version__}.tar.gz"))
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt")))
+    assert "mailfilter/store/lmdb.py" in names and "mailfilter/milter.py" in names
+    for script in (b"dupfilter =", b"dupfilter-db =", b"dupfilter-milter =",
+                   b"dupfilter-smtpd ="):
+        assert script in entry_points
+
+
+def test_every_command_reports_the_one_version() -> None:
+    for command in ("dupfilter", "dupfilter-db", "dupfilter-milter", "dupfilter-smtpd"):
+        result = subprocess.run([shutil.which(command) or command, "--version"],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, (command, result.stderr)
+        assert mailfilter.__version__ in result.stdout + result.stderr
+
+
+def test_help_documents_every_option() -> None:
+    for command in ("dupfilter", "dupfilter-db", "dupfilter-milter", "dupfilter-smtpd"):
+        text = subprocess.run([shutil.which(command) or command, "--help"],
+                              capture_output=True, text=True, timeout=60).stdout
+        assert "usage:" in text and "--config" in text and "--db" in text, command
+        assert len(text.splitlines()) > 8, command
+
+
+def test_changelog_names_the_version() -> None:
+    assert f"## {mailfilter.__version__}" in (REPO / "CHANGELOG.md").read_text()
+
+
+def test_ruff_clean() -> None:
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "mailfilter", "tests",
+                             "bench"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
