@@ -389,7 +389,12 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     before = int(time.time() - age)
     with Engine(settings, create=False) as engine:
         removed = engine.store.prune(before)
-        left = engine.store.stats()["records"]
+        stats = engine.store.stats()
+        left = stats["records"]
+    if stats.get("prune") == "by Redis TTL":
+        print(f"nothing to prune: records in {stats['location']} expire by Redis TTL "
+              f"({settings.store.retention}); {left} records")
+        return 0
     print(f"pruned {removed} records last seen before "
           f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(before))}; {left} remain")
     return 0

@@ -66,6 +66,8 @@ class Verdict:
     containment: float | None = None
     skipped_by: str | None = None
     defects: tuple[str, ...] = ()
+    # The id of the record the store added while checking (Store.lookup_or_add).
+    recorded_id: int | None = None
     # False when an allow rule says this message must not be remembered.
     record_allowed: bool = True
     # The allow rule that exempted this message from recording (action no-record).
@@ -159,9 +161,16 @@ class Detector:
         )
 
     def check(self, fp: Fingerprint, message_id: str | None,
-              recipients: Sequence[str] = ()) -> Verdict:
-        """The verdict for one fingerprinted message (reads the store only)."""
-        candidates = self.store.lookup(self.probe(fp, message_id))
+              recipients: Sequence[str] = (), *, record_at: int | None = None) -> Verdict:
+        """The verdict for one fingerprinted message.
+
+        With ``record_at``, a store that can (``lookup_or_add``) records the message in the
+        same round trip when it finds nothing at all (the verdict can only be unique).
+        """
+        probe = self.probe(fp, message_id)
+        adder = getattr(self.store, "lookup_or_add", None) if record_at is not None else None
+        new = self._new_record(fp, message_id, recipients, record_at, 1) if adder else None
+        candidates = adder(probe, new) if adder else self.store.lookup(probe)
         scoped = self.settings.scope == "recipient" and bool(recipients)
         recipient_keys = {recipient_key(r): r for r in recipients} if scoped else {}
         evidence: list[Evidence] = []
@@ -193,6 +202,8 @@ class Detector:
             verdict.match, verdict.recipients_seen = best.record, tuple(seen)
         containments = [e.containment for e in evidence if e.containment is not None]
         verdict.containment = max(containments) if containments else None
+        if new is not None and new.doc_id:
+            verdict.recorded_id = new.doc_id
         return verdict
 
     def _weigh(self, fp: Fingerprint, message_id: str | None, record: Record,
@@ -261,6 +272,8 @@ class Detector:
         A near-duplicate is stored as a record of its own, so that a drifting campaign
         still matches its latest variant.
         """
+        if verdict.recorded_id is not None:  # recorded by the check (and counted)
+            return verdict.recorded_id
         fp = verdict.fingerprint
         keys = tuple(recipient_key(r) for r in verdict.recipients) \
             if self.settings.scope == "recipient" else ()
@@ -277,11 +290,17 @@ class Detector:
             self.store.touch(exact.doc_id, when, keys)
             return exact.doc_id
         seen = verdict.match.seen + 1 if verdict.match is not None else 1
-        record = Record(
+        return self.store.add(self._new_record(fp, verdict.message_id, verdict.recipients,
+                                               when, seen))
+
+    def _new_record(self, fp: Fingerprint, message_id: str | None,
+                    recipients: Sequence[str], when: int, seen: int) -> Record:
+        keys = tuple(recipient_key(r) for r in recipients) \
+            if self.settings.scope == "recipient" else ()
+        return Record(
             histogram=fp.histogram, histogram_sum=fp.histogram_sum,
             histogram_chars=fp.histogram_chars, sketch=fp.sketch,
             shingle_count=fp.shingle_count, word_count=fp.word_count, digest=fp.digest,
-            message_id_key=message_id_key(verdict.message_id),
-            message_id=safe_message_id(verdict.message_id), chunks=fp.chunks,
+            message_id_key=message_id_key(message_id),
+            message_id=safe_message_id(message_id), chunks=fp.chunks,
             recipients=keys, first_seen=when, last_seen=when, seen=seen)
-        return self.store.add(record)

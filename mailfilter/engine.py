@@ -92,7 +92,7 @@ class Engine:
 
         def check() -> Verdict:
             verdict = self.detector.check(analysis.fingerprint, analysis.message_id,
-                                          recipients)
+                                          recipients, record_at=when if record else None)
             verdict.defects = analysis.defects
             if rule is not None:
                 verdict.record_allowed = False

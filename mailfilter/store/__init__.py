@@ -190,7 +190,8 @@ def open_store(location: str, parameters: dict[str, object], *, map_size_mb: int
     if location.startswith(("redis://", "rediss://", "unix://")):
         from mailfilter.store.redis import RedisStore
         return RedisStore(location, parameters, key_prefix=key_prefix, timeout=timeout,
-                          retention_seconds=retention_seconds)
+                          retention_seconds=retention_seconds, create=create,
+                          readonly=readonly)
     from mailfilter.store.lmdb import LmdbStore
     return LmdbStore(location, parameters, map_size_mb=map_size_mb, file_mode=file_mode,
                      create=create, readonly=readonly)

@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+"""Check+record throughput: dupfilter on Redis against LMDB, and against datasketch's
+MinHashLSH with its Redis storage, on the shared SpamAssassin corpus, in the same run.
+
+Rows, each in one process and in four (the corpus split in four quarters, every process its
+own Engine or MinHashLSH on the same store, all started together):
+
+* ``dupfilter LMDB``: ``Engine.check(raw)`` (parse, fingerprint, check, record) on a fresh
+  LMDB folder;
+* ``dupfilter Redis``: the same on a Redis server this script starts on a free port;
+* ``datasketch Redis``: the body (after the first blank line) lowercased, split into
+  ``[^\\W_]+`` tokens and shingled into word 5-grams, a ``MinHash(num_perm=128)`` of them, then
+  ``MinHashLSH(threshold=0.5, storage_config={'type': 'redis', ...})``: query, and insert
+  when nothing similar is known (bench/peers/datasketch_peer.py's loop);
+* ``datasketch memory``: the same LSH in process memory, one process, for reference.
+
+Columns: messages per second over the whole run (wall clock from the first worker's first
+message to the last worker's last), and per message the milliseconds of fingerprinting
+(parse + fingerprint, or tokens + MinHash) and of the store alone (check + record, or LSH
+query + insert), summed over workers.  ``x ds`` is the row's messages per second over
+datasketch Redis's with as many processes; ``store x ds`` the same for the store part alone.
+Medians over ``--rounds``; the order of rows rotates from round to round.  After the table:
+Redis memory per record (``INFO memory`` before and after, and ``MEMORY USAGE`` of sampled keys).
+
+    python3 bench/redis_throughput.py [--rounds 3] [--limit N] [--processes 4] [--corpus TGZ]
+                                      [--compare CHECKOUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "spamassassin.tar.gz"
+NGRAM, NUM_PERM, THRESHOLD = 5, 128, 0.5
+_TOKEN = re.compile(r"[^\W_]+")
+_BLANK_LINE = re.compile(rb"\n\r?\n")
+
+
+# -- workers (run as: redis_throughput.py --worker JSON; start on a line on stdin) ---------
+
+def _shingles(raw: bytes) -> set[bytes]:
+    split = _BLANK_LINE.search(raw)
+    body = raw[split.end():] if split else b""
+    tokens = _TOKEN.findall(body.decode("utf-8", "replace").lower())
+    return {" ".join(tokens[i:i + NGRAM]).encode() for i in range(len(tokens) - NGRAM + 1)}
+
+
+def _worker(spec: dict) -> dict:
+    """Process ``spec["files"]``; wait for a line on stdin before starting the clock."""
+    raws = [Path(name).read_bytes() for name in spec["files"]]
+    fingerprint = store = 0.0
+    found = 0
+    if spec["tool"] == "dupfilter":
+        from mailfilter.config import load_settings
+        from mailfilter.engine import Engine
+        engine = Engine(load_settings(search=False), spec["db"])
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        sys.stdin.readline()
+        started = time.time()
+        for raw in raws:
+            t0 = time.perf_counter()
+            analysis = engine.analyse(raw)
+            t1 = time.perf_counter()
+            verdict = engine.decide(analysis)
+            t2 = time.perf_counter()
+            fingerprint += t1 - t0
+            store += t2 - t1
+            found += verdict.verdict != "unique"
+        ended = time.time()
+        engine.close()
+    else:
+        from datasketch import MinHash, MinHashLSH
+        config: dict = {"type": "dict"}
+        if spec["tool"] == "datasketch-redis":
+            config = {"type": "redis", "basename": spec["basename"].encode(),
+                      "redis": {"host": "127.0.0.1", "port": spec["port"]}}
+        lsh = MinHashLSH(threshold=THRESHOLD, num_perm=NUM_PERM, storage_config=config)
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        sys.stdin.readline()
+        started = time.time()
+        for number, raw in enumerate(raws):
+            t0 = time.perf_counter()
+            grams = _shingles(raw)
+            minhash = None
+            if grams:
+                minhash = MinHash(num_perm=NUM_PERM)
+                minhash.update_batch(grams)
+            t1 = time.perf_counter()
+            if minhash is not None:
+                if lsh.query(minhash):
+                    found += 1
+                else:
+                    lsh.insert(f"{spec['offset'] + number}", minhash)
+            t2 = time.perf_counter()
+            fingerprint += t1 - t0
+            store += t2 - t1
+        ended = time.time()
+    return {"messages": len(raws), "started": started, "ended": ended,
+            "fingerprint": fingerprint, "store": store, "found": found}
+
+
+# -- the run -----------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Redis:
+    """A redis-server of the bench's own, on loopback, no persistence."""
+
+    def __init__(self, folder: Path) -> None:
+        import redis
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+             "--appendonly", "no", "--daemonize", "no", "--dir", str(folder)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.client = redis.Redis(port=self.port)
+        for _ in range(200):
+            try:
+                self.client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def memory(self) -> int:
+        return int(self.client.info("memory")["used_memory"])
+
+    def stop(self) -> None:
+        self.client.close()
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+@dataclass
+class Row:
+    """One contender: tool, store and number of processes; results of every round."""
+
+    name: str
+    tool: str
+    processes: int
+    repo: Path = REPO          # the checkout whose mailfilter the workers import
+    rate: list[float] = field(default_factory=list)
+    fingerprint_ms: list[float] = field(default_factory=list)
+    store_ms: list[float] = field(default_factory=list)
+    found: list[int] = field(default_factory=list)
+
+
+def run_row(row: Row, files: list[str], redis: Redis, scratch: Path, round_no: int) -> None:
+    """One round of ``row``: fresh store, workers started together, their timings read."""
+    redis.client.flushall()
+    db = redis.url
+    if "LMDB" in row.name:
+        db = str(scratch / f"lmdb-{round_no}-{row.processes}")
+        shutil.rmtree(db, ignore_errors=True)
+    quarter = -(-len(files) // row.processes)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(row.repo), os.environ.get("PYTHONPATH")) if p))
+    workers = []
+    for index in range(row.processes):
+        part = files[index * quarter:(index + 1) * quarter]
+        spec = {"tool": row.tool, "files": part, "db": db, "port": redis.port,
+                "basename": f"bench{round_no}", "offset": index * quarter}
+        spec_file = scratch / f"spec-{index}.json"
+        spec_file.write_text(json.dumps(spec))
+        workers.append(subprocess.Popen([sys.executable, __file__, "--worker", str(spec_file)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        env=env, text=True))
+    for worker in workers:
+        assert worker.stdout.readline().strip() == "ready"
+    for worker in workers:
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+    results = []
+    for worker in workers:
+        out, _ = worker.communicate(timeout=3600)
+        if worker.returncode:
+            raise RuntimeError(f"{row.name}: a worker exited {worker.returncode}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    messages = sum(r["messages"] for r in results)
+    wall = max(r["ended"] for r in results) - min(r["started"] for r in results)
+    row.rate.append(messages / wall)
+    row.fingerprint_ms.append(1000 * sum(r["fingerprint"] for r in results) / messages)
+    row.store_ms.append(1000 * sum(r["store"] for r in results) / messages)
+    row.found.append(sum(r["found"] for r in results))
+
+
+def redis_memory(files: list[str], redis: Redis) -> str:
+    """Bytes per record of dupfilter in Redis: used_memory delta, and MEMORY USAGE samples."""
+    sys.path.insert(0, str(REPO))
+    from mailfilter.config import load_settings
+    from mailfilter.engine import Engine
+
+    redis.client.flushall()
+    before = redis.memory()
+    with Engine(load_settings(search=False), redis.url) as engine:
+        for name in files:
+            engine.check(Path(name).read_bytes())
+        records = int(engine.store.stats()["records"])
+    after = redis.memory()
+    kinds: dict[str, list[int]] = {}
+    for key in redis.client.scan_iter(count=1000):
+        kind = chr(key[key.index(b"}") + 1]) if b"}" in key else "meta"
+        kinds.setdefault(kind, []).append(key)
+    names = {"d": "record", "s": "shingle posting", "g": "digest posting",
+             "m": "Message-ID posting", "h": "histogram-sum posting", "k": "chunk posting",
+             "t": "time index", "c": "verdict counts", "n": "id counter", "p": "parameters",
+             "meta": "meta"}
+    lines = [f"Redis memory: {records} records, used_memory {before / 1e6:.1f} -> "
+             f"{after / 1e6:.1f} MB: {(after - before) / max(1, records):.0f} bytes per record "
+             f"({(after - before) / max(1, records) * 1e6 / 1e9:.2f} GB per million)"]
+    for kind, keys in sorted(kinds.items(), key=lambda item: -len(item[1])):
+        sample = keys[:: max(1, len(keys) // 500)]
+        sizes = [redis.client.memory_usage(k, samples=0) or 0 for k in sample]
+        mean = statistics.fmean(sizes) if sizes else 0.0
+        lines.append(f"  {names.get(kind, kind):<22} {len(keys):>8} keys "
+                     f"({len(keys) / max(1, records):5.1f} per record), MEMORY USAGE mean "
+                     f"{mean:6.0f} B -> {mean * len(keys) / max(1, records):6.0f} B per record")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--limit", type=int, default=None, help="first N messages only")
+    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--compare", type=Path, metavar="CHECKOUT",
+                        help="also run the dupfilter Redis rows with another checkout's "
+                             "mailfilter (e.g. one with a detector change)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(_worker(json.loads(Path(args.worker).read_text()))))
+        return 0
+    many = args.processes
+    rows = [Row("dupfilter LMDB", "dupfilter", 1), Row("dupfilter Redis", "dupfilter", 1),
+            Row("datasketch Redis", "datasketch-redis", 1),
+            Row(f"dupfilter LMDB x{many}", "dupfilter", many),
+            Row(f"dupfilter Redis x{many}", "dupfilter", many),
+            Row(f"datasketch Redis x{many}", "datasketch-redis", many),
+            Row("datasketch memory", "datasketch-memory", 1)]
+    if args.compare:
+        rows[2:2] = [Row("dupfilter Redis [compare]", "dupfilter", 1, args.compare.resolve())]
+        rows[6:6] = [Row(f"dupfilter Redis x{many} [compare]", "dupfilter", many,
+                         args.compare.resolve())]
+    with tempfile.TemporaryDirectory(prefix="dupfilter-redis-bench-") as tmp:
+        scratch = Path(tmp)
+        with tarfile.open(args.corpus) as tar:
+            tar.extractall(scratch / "corpus", filter="data")
+        files = [str(p) for p in sorted((scratch / "corpus").rglob("*.txt"))][:args.limit]
+        redis = Redis(scratch)
+        try:
+            print(f"{len(files)} messages, {args.rounds} rounds, {os.cpu_count()} CPUs, "
+                  f"load average {os.getloadavg()[0]:.1f}", flush=True)
+            for round_no in range(args.rounds):
+                shift = round_no % len(rows)
+                for row in rows[shift:] + rows[:shift]:
+                    run_row(row, files, redis, scratch, round_no)
+                print(f"round {round_no + 1} done (load average {os.getloadavg()[0]:.1f})",
+                      flush=True)
+            memory = redis_memory(files, redis)
+        finally:
+            redis.stop()
+    med = statistics.median
+    reference = {row.processes: row for row in rows if row.tool == "datasketch-redis"}
+    print(f"\n{'row':<30} {'msg/s':>8} {'fp ms':>7} {'store ms':>9} {'x ds':>6} "
+          f"{'store x ds':>10} {'found':>6}")
+    for row in rows:
+        peer = reference.get(row.processes, reference[1])
+        print(f"{row.name:<30} {med(row.rate):8.0f} {med(row.fingerprint_ms):7.3f} "
+              f"{med(row.store_ms):9.3f} {med(row.rate) / med(peer.rate):6.1f} "
+              f"{med(peer.store_ms) / med(row.store_ms):10.1f} {med(row.found):6.0f}")
+    print("\n" + memory)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""The Redis store through Engine: the LMDB store's behaviours on one server and on a
+three-node cluster, TTLs, parameters, round trips, outages and the key layout."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+import redis
+import test_detector
+import test_store
+from helpers import make_message, make_mime, paragraph_text
+
+from mailfilter.config import Settings
+from mailfilter.engine import Engine
+from mailfilter.store import Record, StoreError, StoreMismatch, message_id_key
+from mailfilter.store.redis import RedisStore, masked, partition_tags
+
+if TYPE_CHECKING:
+    from redis_servers import RedisClusterNodes, RedisServer
+
+pytest_plugins = ("redis_servers",)
+
+
+@pytest.fixture(params=["server", "cluster"])
+def url(request: pytest.FixtureRequest) -> str:
+    """A freshly emptied store URL: the standalone server, then the cluster."""
+    return request.getfixturevalue("redis_url" if request.param == "server" else "cluster_url")
+
+
+@pytest.fixture
+def engine(url: str, settings: Settings):  # noqa: ANN201
+    with Engine(settings, url) as opened:
+        yield opened
+
+
+def _engine_only(module: object) -> list[str]:
+    return [name for name, fn in vars(module).items() if name.startswith("test_")
+            and callable(fn) and list(inspect.signature(fn).parameters) == ["engine"]]
+
+
+# The detector's tests that take only an engine, run unchanged on Redis.
+@pytest.mark.parametrize("name", _engine_only(test_detector))
+def test_detector_behaviour_on_redis(name: str, engine: Engine) -> None:
+    getattr(test_detector, name)(engine)
+
+
+@pytest.mark.parametrize("name", ["test_duplicate_bumps_seen_instead_of_adding",
+                                  "test_histogram_window_is_one_vectorised_lookup"])
+def test_store_behaviour_on_redis(name: str, engine: Engine) -> None:
+    getattr(test_store, name)(engine)
+
+
+def test_records_round_trip_and_verify_clean(redis_url: str, settings: Settings) -> None:
+    # (On a cluster records() goes partition by partition, not in id order.)
+    with Engine(settings, redis_url) as engine:
+        test_store.test_records_round_trip_and_verify_clean(engine)
+
+
+def test_per_recipient_scope(url: str, settings: Settings) -> None:
+    raw = make_message(paragraph_text(8), message_id="<r@x>")
+    with Engine(settings, url) as engine:
+        engine.check(raw, ["alice@example.org"])
+        assert engine.check(raw, ["bob@example.org"]).verdict == "unique"
+        both = engine.check(raw, ["alice@example.org", "carol@example.org"], record=False)
+        assert both.verdict == "duplicate" and both.recipients_seen == ("alice@example.org",)
+        again = engine.check(raw, ["Bob@Example.org", "alice@example.org"], record=False)
+        assert again.all_recipients_seen
+        record = next(iter(engine.store.records()))
+        assert record.seen == 2 and len(record.recipients) == 2
+
+
+def test_global_scope_ignores_recipients(url: str, settings: Settings) -> None:
+    settings.detector.scope = "global"
+    raw = make_message(paragraph_text(8), message_id="<r@x>")
+    with Engine(settings, url) as engine:
+        engine.check(raw, ["alice@example.org"])
+        assert engine.check(raw, ["bob@example.org"]).verdict == "duplicate"
+
+
+def test_forget_by_message_id(engine: Engine) -> None:
+    for seed in range(6):
+        engine.check(make_message(paragraph_text(seed), message_id=f"<f{seed}@x>"))
+    ids = engine.store.find_message_id("<f3@X>")
+    assert len(ids) == 1
+    assert engine.store.forget(ids) == 1 and engine.store.forget(ids) == 0
+    assert engine.store.find_message_id("<f3@x>") == []
+    assert engine.check(make_message(paragraph_text(3)), record=False).verdict == "unique"
+    assert engine.check(make_message(paragraph_text(4)), record=False).verdict == "duplicate"
+    assert engine.store.stats()["records"] == 5
+    assert engine.store.verify() == []
+
+
+def test_parameter_mismatch_is_refused(url: str, settings: Settings) -> None:
+    Engine(settings, url).close()
+    settings.fingerprint.ngram = 4
+    with pytest.raises(StoreMismatch, match="ngram=5 \\(configured 4\\)"):
+        Engine(settings, url)
+
+
+def test_other_detector_settings_share_the_store(url: str, settings: Settings) -> None:
+    first = Engine(settings, url)
+    settings.detector.resemblance_threshold = 0.8
+    settings.detector.posting_cap = 12
+    second = Engine(settings, url)
+    first.check(make_message(paragraph_text(30), message_id="<one@x>"))
+    assert second.check(make_message(paragraph_text(30), message_id="<two@x>")).seen == 2
+    first.close()
+    second.close()
+
+
+def test_ttl_is_the_retention_and_touch_refreshes_it(redis_url: str, settings: Settings,
+                                                     redis_server: RedisServer) -> None:
+    settings.store.retention = "2h"
+    with Engine(settings, redis_url) as engine:
+        engine.check(make_message(paragraph_text(40), message_id="<t@x>"))
+        assert engine.store.prune(before=2**31) == 0
+    with redis_server.client() as client:
+        keys = [k for k in client.keys("dupfilter:*") if k != b"dupfilter:meta"]
+        expiring = {k: client.ttl(k) for k in keys}
+        persistent = {k for k, ttl in expiring.items() if ttl == -1}
+        # Only the parameters, the id counter and the verdict counts stay.
+        assert {k[-1:] for k in persistent} == {b"p", b"n", b"c"}
+        ttls = [ttl for ttl in expiring.values() if ttl != -1]
+        assert len(ttls) >= 24 and all(7190 <= ttl <= 7200 for ttl in ttls)
+        for key in keys:
+            if key not in persistent:
+                client.expire(key, 60)
+        with Engine(settings, redis_url) as engine:
+            engine.check(make_message(paragraph_text(40), message_id="<t2@x>"))
+        assert all(7190 <= client.ttl(k) <= 7200 for k in keys if k not in persistent)
+
+
+def test_expired_records_are_gone(redis_url: str, settings: Settings,
+                                  redis_server: RedisServer) -> None:
+    with Engine(settings, redis_url) as engine:
+        engine.check(make_message(paragraph_text(41), message_id="<gone@x>"))
+        with redis_server.client() as client:
+            for key in client.keys(b"dupfilter:{0}d*"):
+                client.delete(key)  # as the TTL would
+        again = engine.check(make_message(paragraph_text(41), message_id="<gone@x>"))
+        assert again.verdict == "unique" and not again.evidence
+        assert engine.store.verify() == []
+
+
+def test_add_is_idempotent_by_digest(url: str, settings: Settings) -> None:
+    """Two hosts both find a message new: the second add touches the first's record."""
+    raw = make_message(paragraph_text(50), message_id="<race@x>")
+    with Engine(settings, url) as one, Engine(settings, url) as two:
+        first = one.check(raw, ["a@x"], record=False)
+        second = two.check(raw, ["b@x"], record=False)
+        assert first.verdict == second.verdict == "unique"
+        id_one, id_two = one.record(first), two.record(second)
+        assert id_one == id_two
+        record = one.store.get(id_one)
+        assert record.seen == 2 and len(record.recipients) == 2
+        assert one.store.stats()["records"] == 1
+
+
+def test_check_is_one_round_trip(url: str, settings: Settings,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check is one request (one pipelined round on a cluster); check and record two."""
+    sent: list[int] = []
+    original = redis.connection.AbstractConnection.send_packed_command
+
+    def counting(self, command, check_health=True):  # noqa: ANN001, ANN202
+        sent.append(self.port)
+        return original(self, command, check_health)
+
+    with Engine(settings, url) as engine:
+        engine.check(make_message(paragraph_text(60), message_id="<warm@x>"))
+        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command",
+                            counting)
+        partitions = len(engine.store.partitions)
+        engine.check(make_message(paragraph_text(61), message_id="<x1@x>"), record=False)
+        assert len(sent) == partitions and len(set(sent)) == partitions
+        sent.clear()
+        engine.check(make_message(paragraph_text(61), message_id="<x2@x>"))  # add
+        # A detector that passes the record to lookup_or_add needs one on one server.
+        one_trip = "record_at" in inspect.signature(engine.detector.check).parameters
+        assert len(sent) == (1 if one_trip and partitions == 1 else partitions + 1)
+        sent.clear()
+        engine.check(make_message(paragraph_text(61), message_id="<x3@x>"))  # touch
+        assert len(sent) == partitions + 1
+
+
+def test_store_holds_no_message_text(redis_url: str, settings: Settings,
+                                     redis_server: RedisServer) -> None:
+    secret_words = ["zanzibarquux", "plumbicorn", "wobbleflux", "snorkelvane"]
+    with Engine(settings, redis_url) as engine:
+        for seed in range(10):
+            body = paragraph_text(seed) + " ".join(secret_words) + "\n" + paragraph_text(seed + 9)
+            engine.check(make_message(body, message_id=f"<s{seed}@example.org>",
+                                      subject="plumbicorn report"))
+    with redis_server.client() as client:
+        dump = b"".join(k + (client.dump(k) or b"") for k in client.keys("*"))
+    for word in secret_words:
+        assert word.encode() not in dump
+
+
+def test_unreachable_server_is_a_store_error(settings: Settings, closed_port: int) -> None:
+    port = closed_port
+    with pytest.raises(StoreError, match=f"cannot reach Redis at redis://127.0.0.1:{port}/0"):
+        Engine(settings, f"redis://127.0.0.1:{port}/0")
+
+
+def test_password_is_masked() -> None:
+    assert masked("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
+    assert masked("redis://user:s3cret@host/0") == "redis://user:***@host/0"
+    assert masked("redis://host:6379/0") == "redis://host:6379/0"
+
+
+def test_prefix_with_braces_is_refused(redis_url: str, settings: Settings) -> None:
+    with pytest.raises(StoreError, match="must not contain braces"):
+        RedisStore(redis_url, settings.fingerprint.store_parameters(), key_prefix="a{b}:")
+
+
+def test_server_down_and_back(spare_redis: RedisServer, settings: Settings) -> None:
+    """While Redis is down every call is a StoreError; once it is back, the same Engine
+    works again (here the server comes back empty: no persistence)."""
+    server = spare_redis
+    with Engine(settings, server.url) as engine:
+        engine.check(make_message(paragraph_text(70), message_id="<before@x>"))
+        server.kill()
+        for seed in range(3):
+            with pytest.raises(StoreError, match="cannot reach Redis"):
+                engine.check(make_message(paragraph_text(71 + seed)))
+        server.start()  # same port, empty
+        first = engine.check(make_message(paragraph_text(80), message_id="<after@x>"))
+        assert first.verdict == "unique"
+        again = engine.check(make_message(paragraph_text(80), message_id="<after2@x>"))
+        assert again.verdict == "duplicate"
+        assert engine.store.verify() == []
+        # The meta key is back too, so a new process opens the store.
+        with Engine(settings, server.url) as other:
+            assert other.check(make_message(paragraph_text(80)), record=False).is_duplicate
+
+
+def test_partition_tags_fall_in_even_slot_ranges() -> None:
+    from redis.crc import key_slot
+    for count in (1, 3, 6, 16):
+        tags = partition_tags(count)
+        assert len(set(tags)) == count
+        for index, tag in enumerate(tags):
+            assert index * 16384 // count <= key_slot(tag.encode()) < (index + 1) * 16384 // count
+
+
+def test_cluster_spreads_records_over_every_node(cluster_url: str, settings: Settings,
+                                                 redis_cluster: RedisClusterNodes) -> None:
+    with Engine(settings, cluster_url) as engine:
+        store = engine.store
+        assert store.cluster and len(store.partitions) == 3
+        for seed in range(60):
+            engine.check(make_message(paragraph_text(200 + seed), message_id=f"<c{seed}@x>"))
+        partitions_used = {store._partition_of_id(r.doc_id) for r in store.records()}
+        assert partitions_used == {0, 1, 2}
+        # Every message is found again, whichever slot its keys are in.
+        for seed in range(60):
+            verdict = engine.check(make_message(paragraph_text(200 + seed),
+                                                message_id=f"<again{seed}@x>"), record=False)
+            assert verdict.verdict == "duplicate", seed
+        text = paragraph_text(230, count=300)
+        engine.check(make_message(text, message_id="<long@x>"))
+        edited = text.replace(" ", "  ", 5).replace("a", "o", 2) + "\nP.S. one more line\n"
+        assert engine.check(make_message(edited, message_id="<ed@x>")).verdict \
+            == "near-duplicate"
+        stats = store.stats()
+        assert stats["records"] == 62 and stats["cluster"] is True
+        assert store.verify() == []
+    for node in redis_cluster.nodes:
+        with node.client() as client:
+            assert client.dbsize() > 100, f"node {node.port} holds almost nothing"
+
+
+def test_cluster_attachments_and_forget(cluster_url: str, settings: Settings) -> None:
+    data = os.urandom(120_000)
+    with Engine(settings, cluster_url) as engine:
+        engine.check(make_mime("", attachment=data, message_id="<att1@x>"))
+        near = data[:60_000] + b"small edit" + data[60_000:]
+        verdict = engine.check(make_mime("", attachment=near, message_id="<att2@x>"))
+        assert (verdict.verdict, verdict.reason) == ("near-duplicate", "attachments")
+        removed = engine.store.forget(engine.store.find_message_id("<att1@x>"))
+        assert removed == 1 and engine.store.stats()["records"] == 1
+        assert engine.store.verify() == []
+
+
+def test_partitions_from_the_url(redis_url: str, settings: Settings) -> None:
+    with Engine(settings, redis_url + "?partitions=4") as engine:
+        assert len(engine.store.partitions) == 4
+        for seed in range(30):
+            engine.check(make_message(paragraph_text(300 + seed), message_id=f"<p{seed}@x>"))
+        assert len({engine.store._partition_of_id(r.doc_id)
+                    for r in engine.store.records()}) == 4
+        assert engine.check(make_message(paragraph_text(310)), record=False).is_duplicate
+    # The count is the store's: later opens read it from the meta key.
+    with Engine(settings, redis_url) as engine:
+        assert len(engine.store.partitions) == 4
+
+
+def test_verify_finds_damage(redis_url: str, settings: Settings,
+                             redis_server: RedisServer) -> None:
+    with Engine(settings, redis_url) as engine:
+        for seed in range(5):
+            engine.check(make_message(paragraph_text(400 + seed), message_id=f"<v{seed}@x>"))
+        with redis_server.client() as client:
+            shingle_key = next(iter(client.scan_iter(match=b"dupfilter:{0}s*")))
+            client.delete(shingle_key)
+            doc_key = next(iter(client.scan_iter(match=b"dupfilter:{0}d*")))
+            client.persist(doc_key)
+        problems = engine.store.verify()
+        assert any("lacks its index entry" in p for p in problems)
+        assert any("has TTL -1" in p for p in problems)
+
+
+def test_stats_and_admin_commands(redis_url: str, settings: Settings) -> None:
+    with Engine(settings, redis_url) as engine:
+        for seed in range(4):
+            engine.check(make_message(paragraph_text(500 + seed), message_id=f"<a{seed}@x>"),
+                         now=1_790_000_000 + seed)
+        engine.check(make_message(paragraph_text(500), message_id="<dup@x>"), now=1_790_000_100)
+        stats = engine.store.stats()
+    assert stats["backend"] == "redis" and stats["location"] == redis_url
+    assert stats["records"] == 4 and stats["oldest"] == 1_790_000_001
+    assert stats["newest"] == 1_790_000_100
+    day = 1_790_000_000 // 86400 * 86400
+    assert stats["verdicts_per_day"] == {day: {"unique": 4, "duplicate": 1}}
+
+
+def test_lookup_or_add_records_a_new_message_in_the_same_round_trip(
+        redis_url: str, settings: Settings) -> None:
+    with Engine(settings, redis_url) as engine:
+        store: RedisStore = engine.store
+        detector = engine.detector
+
+        def probe_and_record(seed: int, message_id: str) -> tuple:
+            analysis = engine.analyse(make_message(paragraph_text(seed, count=200),
+                                                   message_id=message_id))
+            fp = analysis.fingerprint
+            record = Record(histogram=fp.histogram, histogram_sum=fp.histogram_sum,
+                            histogram_chars=fp.histogram_chars, sketch=fp.sketch,
+                            shingle_count=fp.shingle_count, word_count=fp.word_count,
+                            digest=fp.digest, message_id_key=message_id_key(message_id),
+                            message_id=message_id, chunks=fp.chunks, first_seen=86400 * 3,
+                            last_seen=86400 * 3)
+            return detector.probe(fp, message_id), record
+
+        probe, record = probe_and_record(1, "<new@x>")
+        found = store.lookup_or_add(probe, record)
+        assert not found.records and record.doc_id > 0
+        assert store.get(record.doc_id).message_id == "<new@x>"
+        # Found something: nothing is added, the detector records as usual.
+        probe, again = probe_and_record(1, "<copy@x>")
+        found = store.lookup_or_add(probe, again)
+        assert again.doc_id == 0 and list(found.records) == [record.doc_id]
+        assert store.stats()["records"] == 1
+        assert store.stats()["verdicts_per_day"] == {86400 * 3: {"unique": 1}}
+        assert store.verify() == []
+
+
+def test_bad_partition_count_is_a_store_error(redis_url: str, settings: Settings) -> None:
+    with pytest.raises(StoreError, match="partitions='many' must be a number"):
+        Engine(settings, redis_url + "?partitions=many")
