@@ -11,14 +11,20 @@ import json
 import os
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from itertools import islice
 
 from mailfilter import __version__
-from mailfilter.config import ConfigError, Settings, load_settings, parse_duration
+from mailfilter.config import (
+    ConfigError,
+    FingerprintSettings,
+    Settings,
+    load_settings,
+    parse_duration,
+)
 from mailfilter.detector import Verdict
 from mailfilter.engine import Analysis, Engine, analyse
 from mailfilter.headers import tag_message
@@ -27,6 +33,7 @@ from mailfilter.store import StoreError
 
 EX_TEMPFAIL = 75
 _BATCH = 256
+_CHUNK = 32
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -120,28 +127,44 @@ def filter_main(argv: Sequence[str] | None = None) -> int:
 
 # -- dupfilter-db ------------------------------------------------------------------------
 
+def _analyse_chunk(raws: list[bytes], settings: FingerprintSettings
+                   ) -> list[Analysis | Exception]:
+    """Worker side: analyse several messages per round trip (less pickling overhead)."""
+    out: list[Analysis | Exception] = []
+    for raw in raws:
+        try:
+            out.append(analyse(raw, settings))
+        except Exception as error:  # noqa: BLE001 - report, go on with the rest
+            out.append(error)
+    return out
+
+
 def _analysed(messages: Iterator[tuple[str, bytes]], settings: Settings, jobs: int
               ) -> Iterator[tuple[str, int, Analysis | Exception]]:
-    """(label, size, analysis) in input order; fingerprinting fans out over ``jobs``."""
+    """(label, size, analysis) in input order; fingerprinting fans out over ``jobs``.
+
+    Chunks of messages stay in flight ahead of the consumer, so the workers keep
+    fingerprinting while the caller does the store work.
+    """
     fp_settings = settings.fingerprint
     if jobs <= 1:
         for label, raw in messages:
-            try:
-                yield label, len(raw), analyse(raw, fp_settings)
-            except Exception as error:  # noqa: BLE001 - report, go on with the rest
-                yield label, len(raw), error
+            yield label, len(raw), _analyse_chunk([raw], fp_settings)[0]
         return
+    in_flight: deque = deque()
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         while True:
-            batch = list(islice(messages, _BATCH))
-            if not batch:
+            while len(in_flight) < jobs * 4:
+                chunk = list(islice(messages, _CHUNK))
+                if not chunk:
+                    break
+                in_flight.append((chunk, pool.submit(
+                    _analyse_chunk, [raw for _, raw in chunk], fp_settings)))
+            if not in_flight:
                 return
-            futures = [pool.submit(analyse, raw, fp_settings) for _, raw in batch]
-            for (label, raw), future in zip(batch, futures, strict=True):
-                try:
-                    yield label, len(raw), future.result()
-                except Exception as error:  # noqa: BLE001
-                    yield label, len(raw), error
+            chunk, future = in_flight.popleft()
+            for (label, raw), analysis in zip(chunk, future.result(), strict=True):
+                yield label, len(raw), analysis
 
 
 def _progress(total_hint: int | None, enabled: bool):  # noqa: ANN202 - tqdm or a stub

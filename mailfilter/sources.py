@@ -31,27 +31,22 @@ def is_maildir(path: Path) -> bool:
 
 
 def is_mbox(path: Path) -> bool:
-    """An mbox: a file that starts with a ``From `` line and holds more than one message,
-    or is named like an mbox (``.mbox``/``mbox``).  A one-message file with a ``From `` line
-    reads the same either way."""
+    """An mbox: a file that starts with a ``From `` line and holds more than one message
+    (by the same separator rule :func:`read_mbox` uses), or is named like one
+    (``.mbox``/``mbox``).  A one-message file with a ``From `` line reads the same either
+    way."""
     try:
         with path.open("rb") as handle:
-            head = handle.read(5)
-    except OSError:
-        return False
-    return head == b"From " and (path.suffix == ".mbox" or path.name == "mbox" or
-                                 _mbox_count_at_least_two(path))
-
-
-def _mbox_count_at_least_two(path: Path) -> bool:
-    with path.open("rb") as handle:
-        handle.readline()
-        previous_blank = False
-        for line in handle:
-            if previous_blank and line.startswith(b"From "):
+            if handle.read(5) != b"From ":
+                return False
+            if path.suffix == ".mbox" or path.name == "mbox":
                 return True
-            previous_blank = line in (b"\n", b"\r\n")
-    return False
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                separators = _MBOX_SEPARATOR.finditer(data)
+                return next(separators, None) is not None and \
+                    next(separators, None) is not None
+    except (OSError, ValueError):
+        return False
 
 
 def read_mbox(path: Path) -> Iterator[tuple[str, bytes]]:

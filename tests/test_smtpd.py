@@ -1,0 +1,983 @@
+"""dupfilter-smtpd against real peers on loopback: smtplib (and raw sockets) upstream, a
+scriptable SMTP server as the next hop.  The Postfix loop is in test_smtpd_postfix.py."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import signal
+import smtplib
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from helpers import make_message, paragraph_text
+from postfix_harness import free_port, wait_for_port
+
+from mailfilter.config import ConfigError, Settings, load_settings
+from mailfilter.engine import Engine
+from mailfilter.smtpd import (
+    FilterServer,
+    FilterSMTP,
+    GroupRecorder,
+    SmtpdController,
+    to_wire,
+)
+from mailfilter.store import StoreError
+
+# ----------------------------------------------------------------------------- next hop
+
+
+@dataclass
+class Received:
+    """One message as the next hop got it."""
+
+    mail: bytes                 # the MAIL FROM line, as sent
+    rcpts: list[str]
+    xforward: list[bytes]
+    wire: bytes                 # as sent: DATA payload (dot-stuffed, no final ".") or BDAT
+    connection: int
+    bdat: bool = False
+
+    @property
+    def data(self) -> bytes:
+        """The message with dot-stuffing undone."""
+        if self.bdat:
+            return self.wire
+        return b"".join(line[1:] if line.startswith(b".") else line
+                        for line in self.wire.splitlines(keepends=True))
+
+
+@dataclass
+class NextHopStub:
+    """A scriptable next hop: replies can be set per command, failures injected."""
+
+    port: int = 0
+    chunking: bool = False                              # offer CHUNKING (BDAT)
+    mail_reply: str | None = None                       # e.g. "553 5.1.8 bad sender"
+    rcpt_replies: dict[str, str] = field(default_factory=dict)
+    data_reply: str | None = None                       # reply to the final dot
+    data_delay: float = 0.0
+    close_at_data: int = 0          # hang up on the next N DATA (or BDAT) commands
+    close_after_rcpt: int = 0       # hang up after answering the next N RCPT commands
+    close_after_dot: int = 0        # hang up on the next N final dots, without replying
+    stale_after_message: bool = False   # after a message, hang up at the next command
+    messages: list[Received] = field(default_factory=list)
+    commands: list[bytes] = field(default_factory=list)
+    connections: int = 0
+    started_data: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> NextHopStub:
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            server = loop.run_until_complete(
+                asyncio.start_server(self._session, "127.0.0.1", self.port))
+            self.port = server.sockets[0].getsockname()[1]
+            ready.set()
+            loop.run_forever()
+            server.close()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        assert ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    def wait(self, count: int, timeout: float = 10.0) -> list[Received]:
+        deadline = time.monotonic() + timeout
+        while len(self.messages) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.messages
+
+    async def _session(self, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        mail, rcpts, xforward, stale = b"", [], [], False
+
+        def say(line: str) -> None:
+            writer.write(line.encode("utf-8") + b"\r\n")
+
+        try:
+            say("220 nexthop.test ESMTP stub")
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                self.commands.append(line)
+                if stale:
+                    return
+                verb = line[:4].upper()
+                if verb == b"EHLO":
+                    for ext in ("nexthop.test", "PIPELINING", "SIZE 104857600", "8BITMIME",
+                                "SMTPUTF8", "XFORWARD NAME ADDR PROTO HELO IDENT SOURCE"):
+                        say(f"250-{ext}")
+                    if self.chunking:
+                        say("250-CHUNKING")
+                    say("250 ENHANCEDSTATUSCODES")
+                elif verb == b"XFOR":
+                    xforward.append(line)
+                    say("250 2.0.0 Ok")
+                elif verb == b"MAIL":
+                    mail, rcpts = line.rstrip(b"\r\n"), []
+                    say(self.mail_reply or "250 2.1.0 Ok")
+                elif verb == b"RCPT":
+                    address = re.search(rb"<([^>]*)>", line).group(1).decode("utf-8")
+                    reply = self.rcpt_replies.get(address.lower())
+                    if reply is None:
+                        rcpts.append(address)
+                    say(reply or "250 2.1.5 Ok")
+                    if self.close_after_rcpt:
+                        self.close_after_rcpt -= 1
+                        await writer.drain()
+                        return
+                elif verb in (b"DATA", b"BDAT"):
+                    if verb == b"BDAT":
+                        assert self.chunking and line.rstrip().upper().endswith(b" LAST")
+                        chunks = [await reader.readexactly(int(line.split()[1]))]
+                    if self.close_at_data:
+                        self.close_at_data -= 1
+                        return
+                    if not rcpts or self.mail_reply:
+                        say("554 5.5.1 Error: no valid recipients")
+                        continue
+                    if verb == b"DATA":
+                        say("354 End data with <CR><LF>.<CR><LF>")
+                        await writer.drain()
+                        chunks = []
+                        self.started_data.set()
+                        while (chunk := await reader.readline()) != b".\r\n":
+                            if not chunk:
+                                return
+                            chunks.append(chunk)
+                    self.started_data.set()
+                    if self.data_delay:
+                        await asyncio.sleep(self.data_delay)
+                    if self.close_after_dot:
+                        self.close_after_dot -= 1
+                        return
+                    if self.data_reply:
+                        say(self.data_reply)
+                    else:
+                        self.messages.append(Received(mail, rcpts, xforward, b"".join(chunks),
+                                                      number, verb == b"BDAT"))
+                        say(f"250 2.0.0 Ok: queued as Q{len(self.messages)}")
+                    mail, rcpts, xforward = b"", [], []
+                    stale = self.stale_after_message
+                elif verb == b"RSET":
+                    mail, rcpts, xforward = b"", [], []
+                    say("250 2.0.0 Ok")
+                elif verb == b"QUIT":
+                    say("221 2.0.0 Bye")
+                    return
+                else:
+                    say("502 5.5.2 Error: command not recognized")
+                await writer.drain()
+        except ConnectionError:
+            return
+        finally:
+            writer.close()
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+class ListHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@dataclass
+class Rig:
+    stub: NextHopStub
+    filter: SmtpdController
+    settings: Settings
+    log: ListHandler
+
+    @property
+    def port(self) -> int:
+        return self.filter.port
+
+    def client(self) -> smtplib.SMTP:
+        return smtplib.SMTP("127.0.0.1", self.port, local_hostname="client.test", timeout=30)
+
+    def send(self, raw: bytes, sender: str = "ann@example.org",
+             rcpts: tuple[str, ...] = ("bob@example.net",), **options: list[str]) -> dict:
+        with self.client() as client:
+            return client.sendmail(sender, list(rcpts), raw, **options)
+
+    def verdict_lines(self, count: int = 1, timeout: float = 10.0) -> list[str]:
+        """The per-message log lines, once there are ``count`` of them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [line for line in self.log.lines if " action=" in line]
+            if len(lines) >= count or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.01)
+
+
+class FailingEngine:
+    """An engine whose store has gone away."""
+
+    def check(self, *args: object, **kwargs: object) -> None:
+        raise StoreError("the store is on fire")
+
+    def record(self, *args: object, **kwargs: object) -> None:  # pragma: no cover
+        raise AssertionError("nothing may be recorded")
+
+
+@pytest.fixture
+def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
+    """``make_rig(duplicate="discard", mode="proxy", engine=..., ...)`` → a running rig."""
+    started: list[tuple[NextHopStub, SmtpdController, Engine | None]] = []
+
+    def make(*, engine: object | None = None, connections: int = 4, chunking: bool = False,
+             rules: list[dict[str, str]] | None = None, **smtpd: object) -> Rig:
+        stub = NextHopStub(chunking=chunking).start()
+        settings = load_settings(search=False)
+        settings.policy.rules = rules or []
+        settings.smtpd.listen = "127.0.0.1:0"
+        settings.smtpd.next_hop = f"127.0.0.1:{stub.port}"
+        for key, value in smtpd.items():
+            if key in ("unique", "duplicate", "near_duplicate"):
+                setattr(settings.smtpd.actions, key, value)
+            else:
+                setattr(settings.smtpd, key, value)
+        own = None
+        if engine is None:
+            own = engine = Engine(settings, str(tmp_path / f"store{len(started)}"))
+        log = ListHandler()
+        logger = logging.getLogger(f"dupfilter.test.{id(log)}")
+        logger.addHandler(log)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        controller = SmtpdController(settings, engine, logger, connections=connections)
+        controller.start()
+        started.append((stub, controller, own))
+        return Rig(stub, controller, settings, log)
+
+    yield make
+    for stub, controller, own in started:
+        controller.stop(grace=5)
+        stub.stop()
+        if own is not None:
+            own.close()
+
+
+@pytest.fixture(params=["DATA", "BDAT"])
+def rig(make_rig: Callable[..., Rig], request: pytest.FixtureRequest) -> Rig:
+    """A running filter; its next hop offers CHUNKING (BDAT) or not (DATA)."""
+    return make_rig(chunking=request.param == "BDAT")
+
+
+def body(seed: int = 1) -> str:
+    return paragraph_text(seed, 150)
+
+
+def crlf(raw: bytes) -> bytes:
+    return raw.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+
+
+def read_reply(stream) -> tuple[int, str]:  # noqa: ANN001
+    lines = []
+    while True:
+        line = stream.readline().decode("utf-8", "replace")
+        assert line, "connection closed"
+        lines.append(line[4:].rstrip("\r\n"))
+        if line[3:4] != "-":
+            return int(line[:3]), "\n".join(lines)
+
+
+def header_values(data: bytes, name: str = "X-Dupfilter") -> list[str]:
+    head = data.split(b"\r\n\r\n", 1)[0].decode("utf-8", "replace")
+    return [line.split(":", 1)[1].strip() for line in head.split("\r\n")
+            if line.lower().startswith(name.lower() + ":")]
+
+
+# ----------------------------------------------------------------------------- basics
+
+
+def test_tags_and_reinjects_with_the_original_envelope(rig: Rig) -> None:
+    raw = crlf(make_message(body(), message_id="<env@example.org>"))
+    refused = rig.send(raw, "ann@example.org", ("bob@example.net", "carol@example.net"),
+                       mail_options=["BODY=8BITMIME"])
+    assert refused == {}
+    [got] = rig.stub.wait(1)
+    assert got.mail.startswith(b"MAIL FROM:<ann@example.org>")
+    assert b" BODY=8BITMIME" in got.mail and re.search(rb" SIZE=\d+", got.mail)
+    assert got.rcpts == ["bob@example.net", "carol@example.net"]
+    assert header_values(got.data) == ["unique"]
+    assert got.data == b"X-Dupfilter: unique\r\n" + raw
+    [line] = rig.verdict_lines()
+    assert "verdict=unique" in line and "action=tag" in line and "reply=250" in line
+    assert "queued_as=Q1" in line and "recorded=yes" in line and "from=ann@example.org" in line
+
+
+def test_second_copy_is_tagged_duplicate_and_the_incoming_header_replaced(rig: Rig) -> None:
+    raw = crlf(make_message(body(2), message_id="<twice@example.org>",
+                            headers={"X-Dupfilter": "unique; forged"}))
+    rig.send(raw)
+    rig.send(raw)
+    first, second = rig.stub.wait(2)
+    assert header_values(first.data) == ["unique"]
+    [value] = header_values(second.data)
+    assert value.startswith("duplicate; score=1.00; reason=") and "seen=2" in value
+    assert b"forged" not in second.data
+
+
+def test_null_sender_and_quoted_local_part(rig: Rig) -> None:
+    raw = crlf(make_message(body(3), message_id="<bounce@example.org>"))
+    rig.send(raw, "", ('"john doe"@example.net',))
+    [got] = rig.stub.wait(1)
+    assert got.mail.startswith(b"MAIL FROM:<>")
+    assert got.rcpts == ['"john doe"@example.net']
+
+
+# ----------------------------------------------------------------------------- protocol
+
+
+def test_pipelining(rig: Rig) -> None:
+    raw = crlf(make_message(body(4), message_id="<pipe@example.org>"))
+    with socket.create_connection(("127.0.0.1", rig.port), timeout=30) as sock:
+        stream = sock.makefile("rb")
+        assert read_reply(stream)[0] == 220
+        sock.sendall(b"EHLO client.test\r\n")
+        code, text = read_reply(stream)
+        assert code == 250 and "PIPELINING" in text and "SMTPUTF8" in text \
+            and "8BITMIME" in text
+        sock.sendall(b"MAIL FROM:<ann@example.org> BODY=8BITMIME\r\n"
+                     b"RCPT TO:<bob@example.net>\r\nRCPT TO:<carol@example.net>\r\nDATA\r\n")
+        assert [read_reply(stream)[0] for _ in range(4)] == [250, 250, 250, 354]
+        sock.sendall(raw + b".\r\nMAIL FROM:<ann@example.org>\r\nRCPT TO:<dave@example.net>\r\n"
+                     b"DATA\r\n")
+        assert [read_reply(stream)[0] for _ in range(4)] == [250, 250, 250, 354]
+        sock.sendall(raw + b".\r\nQUIT\r\n")
+        assert [read_reply(stream)[0] for _ in range(2)] == [250, 221]
+    first, second = rig.stub.wait(2)
+    assert first.rcpts == ["bob@example.net", "carol@example.net"]
+    assert second.rcpts == ["dave@example.net"]
+    assert first.data.endswith(raw) and second.data.endswith(raw)
+    # Two messages, and the next hop connection was reused for the second.
+    assert first.connection == second.connection
+
+
+def test_rset_drops_the_transaction_at_the_next_hop(rig: Rig) -> None:
+    raw = crlf(make_message(body(5), message_id="<rset@example.org>"))
+    with rig.client() as client:
+        client.ehlo()
+        assert client.mail("ann@example.org")[0] == 250
+        assert client.rcpt("eve@example.net")[0] == 250
+        assert client.rset()[0] == 250
+        client.sendmail("ann@example.org", ["bob@example.net"], raw)
+        # EHLO in the middle of a transaction also resets it.
+        assert client.mail("ann@example.org")[0] == 250
+        assert client.rcpt("mallory@example.net")[0] == 250
+        client.ehlo()
+    [got] = rig.stub.wait(1)
+    time.sleep(0.2)
+    assert len(rig.stub.messages) == 1 and got.rcpts == ["bob@example.net"]
+    assert b"RSET\r\n" in rig.stub.commands
+
+
+def test_many_recipients(rig: Rig) -> None:
+    rcpts = tuple(f"user{i:03d}@example.net" for i in range(400))
+    raw = crlf(make_message(body(6), message_id="<many@example.org>"))
+    assert rig.send(raw, "ann@example.org", rcpts) == {}
+    [got] = rig.stub.wait(1)
+    assert got.rcpts == list(rcpts)
+    assert "rcpts=400" in rig.verdict_lines()[0]
+
+
+def test_oversize_is_refused_with_552(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(max_message_bytes=4000)
+    big = crlf(make_message(paragraph_text(7, 1500), message_id="<big@example.org>"))
+    assert len(big) > 4000
+    # SIZE declared (smtplib does it): refused at MAIL.
+    with pytest.raises(smtplib.SMTPSenderRefused) as caught:
+        rig.send(big)
+    assert caught.value.smtp_code == 552 and caught.value.smtp_error.startswith(b"5.3.4")
+    # No SIZE: refused at the end of DATA, and the session goes on.
+    small = crlf(make_message(body(8), message_id="<small@example.org>"))
+    with socket.create_connection(("127.0.0.1", rig.port), timeout=30) as sock:
+        stream = sock.makefile("rb")
+        read_reply(stream)
+        sock.sendall(b"EHLO client.test\r\nMAIL FROM:<ann@example.org>\r\n"
+                     b"RCPT TO:<bob@example.net>\r\nDATA\r\n")
+        assert [read_reply(stream)[0] for _ in range(4)] == [250, 250, 250, 354]
+        sock.sendall(big + b".\r\n")
+        code, text = read_reply(stream)
+        assert (code, text[:5]) == (552, "5.3.4")
+        sock.sendall(b"MAIL FROM:<ann@example.org>\r\nRCPT TO:<carol@example.net>\r\nDATA\r\n")
+        assert [read_reply(stream)[0] for _ in range(3)] == [250, 250, 354]
+        sock.sendall(small + b".\r\nQUIT\r\n")
+        assert [read_reply(stream)[0] for _ in range(2)] == [250, 221]
+    [got] = rig.stub.wait(1)
+    assert got.rcpts == ["carol@example.net"] and got.data.endswith(small)
+    assert any("reason=size" in line and "reply=552" in line for line in rig.log.lines)
+
+
+def test_dot_stuffing(rig: Rig) -> None:
+    text = "Subject: dots\r\nMessage-ID: <dots@example.org>\r\n\r\n.\r\n..\r\n.hidden\r\nend\r\n."
+    raw = text.encode()
+    rig.send(raw)
+    [got] = rig.stub.wait(1)
+    assert got.data == b"X-Dupfilter: unique\r\n" + raw + b"\r\n"
+    if got.bdat:    # BDAT: sent as is
+        assert got.wire == got.data
+    else:
+        assert b"\r\n..\r\n...\r\n..hidden\r\nend\r\n..\r\n" in got.wire
+
+
+def test_bare_lf_is_normalised_and_cannot_smuggle(rig: Rig) -> None:
+    lf = make_message(body(9), message_id="<lf@example.org>")      # LF line ends
+    rig.send(lf)        # smtplib adds a CRLF after the last bare LF
+    [got] = rig.stub.wait(1)
+    assert got.data == b"X-Dupfilter: unique\r\n" + lf.replace(b"\n", b"\r\n") + b"\r\n"
+    smuggle = (b"Subject: smuggle\nMessage-ID: <smuggle@example.org>\n\nbefore\n.\n"
+               b"MAIL FROM:<evil@example.org>\nRCPT TO:<victim@example.net>\nDATA\n"
+               b"smuggled\n.\r\n")
+    with socket.create_connection(("127.0.0.1", rig.port), timeout=30) as sock:
+        stream = sock.makefile("rb")
+        read_reply(stream)
+        sock.sendall(b"EHLO client.test\r\nMAIL FROM:<ann@example.org>\r\n"
+                     b"RCPT TO:<bob@example.net>\r\nDATA\r\n")
+        assert [read_reply(stream)[0] for _ in range(4)] == [250, 250, 250, 354]
+        sock.sendall(smuggle + b".\r\nQUIT\r\n")
+        assert [read_reply(stream)[0] for _ in range(2)] == [250, 221]
+    _, got = rig.stub.wait(2)
+    assert len(rig.stub.messages) == 2
+    assert not any(b"evil" in m.mail for m in rig.stub.messages)
+    assert b"\r\n.\r\nMAIL FROM:<evil@example.org>\r\n" in got.data
+    assert b"\n" not in got.wire.replace(b"\r\n", b"")
+
+
+def test_8bit_and_smtputf8_pass_byte_for_byte(rig: Rig) -> None:
+    utf8 = ("From: Jörg <jörg@bücher.example>\r\nTo: zoë@example.net\r\n"
+            "Subject: Grüße aus Köln — 東京\r\nMessage-ID: <utf8@example.org>\r\n"
+            "Content-Type: text/plain; charset=utf-8\r\n"
+            "Content-Transfer-Encoding: 8bit\r\n\r\n"
+            "Schöne Grüße, 日本語のテキスト.\r\n" + body(10).replace("\n", "\r\n")).encode()
+    with rig.client() as client:
+        client.ehlo()
+        assert client.has_extn("smtputf8")
+        client.sendmail("jörg@bücher.example", ["zoë@example.net"], utf8,
+                        mail_options=["SMTPUTF8", "BODY=8BITMIME"])
+    latin1 = ("Subject: caf\xe9\r\nMessage-ID: <latin1@example.org>\r\n"
+              "Content-Type: text/plain; charset=iso-8859-1\r\n\r\n"
+              "d\xe9j\xe0 vu, \xfcber alles\r\n").encode("latin-1")
+    rig.send(latin1, mail_options=["BODY=8BITMIME"])
+    first, second = rig.stub.wait(2)
+    assert "jörg@bücher.example".encode() in first.mail
+    assert b" SMTPUTF8" in first.mail and b" BODY=8BITMIME" in first.mail
+    assert first.rcpts == ["zoë@example.net"]
+    assert first.data == b"X-Dupfilter: unique\r\n" + utf8
+    assert second.data == b"X-Dupfilter: unique\r\n" + latin1
+
+
+def test_xforward_is_passed_on(rig: Rig) -> None:
+    raw = crlf(make_message(body(11), message_id="<xf@example.org>"))
+    with rig.client() as client:
+        client.ehlo()
+        assert "NAME" in client.esmtp_features["xforward"].upper()
+        assert client.docmd("XFORWARD", "NAME=mx.example.com ADDR=192.0.2.7 PORT=4711")[0] \
+            == 250
+        assert client.docmd("XFORWARD", "IDENT=4Qx1Yz2AbC HELO=mx.example.com")[0] == 250
+        assert client.docmd("XFORWARD", "COLOR=blue")[0] == 501
+        client.sendmail("ann@example.org", ["bob@example.net"], raw)
+        client.mail("ann@example.org")
+        assert client.docmd("XFORWARD", "ADDR=192.0.2.8")[0] == 503
+    [got] = rig.stub.wait(1)
+    sent = b" ".join(got.xforward)
+    # The stub offers no PORT: only what it offers is passed on.
+    assert b"ADDR=192.0.2.7" in sent and b"IDENT=4Qx1Yz2AbC" in sent and b"PORT" not in sent
+    line = rig.verdict_lines()[0]
+    assert "client=192.0.2.7" in line and "queue=4Qx1Yz2AbC" in line
+
+
+def test_big_message_with_long_lines(rig: Rig) -> None:
+    line = ("x" * 4999 + "\r\n").encode()
+    raw = (b"Subject: big\r\nMessage-ID: <big@example.org>\r\n\r\n"
+           + b"".join(b".%d " % i + line for i in range(600)))
+    assert len(raw) > 3_000_000
+    rig.send(raw)
+    [got] = rig.stub.wait(1, timeout=30)
+    assert got.data == b"X-Dupfilter: unique\r\n" + raw
+
+
+def test_concurrent_sessions_share_a_small_pool(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(connections=2)
+    errors: list[BaseException] = []
+
+    def client(number: int) -> None:
+        try:
+            with rig.client() as smtp:
+                for seed in range(5):
+                    raw = crlf(make_message(body(1000 + number * 10 + seed),
+                                            message_id=f"<c{number}-{seed}@example.org>"))
+                    smtp.sendmail("ann@example.org", [f"u{number}@example.net"], raw)
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert len(rig.stub.wait(60)) == 60
+    # Never more than two connections to the next hop at once, kept open and reused.
+    assert rig.stub.connections <= 2
+
+
+def test_allow_rule_sees_the_envelope_sender(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(rules=[{"name": "cron", "field": "envelope-sender", "pattern": "^cron@",
+                           "action": "skip"}])
+    raw = crlf(make_message(body(28), message_id="<cron@example.org>"))
+    rig.send(raw, "cron@example.org")
+    rig.send(raw, "cron@example.org")
+    rig.send(raw, "ann@example.org")
+    messages = rig.stub.wait(3)
+    assert [header_values(m.data) for m in messages] == [
+        ["unique; skipped=cron"], ["unique; skipped=cron"], ["unique"]]
+    assert ["recorded=no" in line for line in rig.verdict_lines(3)] == [True, True, False]
+
+
+class SlowStore:
+    """Counts write transactions; each takes a while, like a disk sync."""
+
+    def __init__(self) -> None:
+        self.transactions = 0
+
+    def atomically(self, fn: Callable[[], object]) -> object:
+        self.transactions += 1
+        time.sleep(0.05)
+        return fn()
+
+
+class CountingEngine:
+    def __init__(self, fail: bool = False) -> None:
+        self.store = SlowStore()
+        self.recorded: list[object] = []
+        self.fail = fail
+
+    def record(self, verdict: object) -> int | None:
+        if self.fail:
+            raise StoreError("disk full")
+        self.recorded.append(verdict)
+        return None if verdict == "exempt" else len(self.recorded)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_group_recorder_commits_many_per_transaction(fail: bool) -> None:
+    import concurrent.futures
+
+    engine = CountingEngine(fail=fail)
+    log = ListHandler()
+    logger = logging.getLogger(f"dupfilter.test.{id(log)}")
+    logger.addHandler(log)
+
+    async def run() -> list[bool]:
+        with concurrent.futures.ThreadPoolExecutor(2) as executor:
+            recorder = GroupRecorder(engine, executor, logger, set())  # type: ignore[arg-type]
+            first = asyncio.ensure_future(recorder.record("v0"))  # type: ignore[arg-type]
+            await asyncio.sleep(0.01)                   # the first commit is under way
+            rest = [recorder.record(v) for v in [f"v{i}" for i in range(1, 20)] + ["exempt"]]
+            return [await first, *await asyncio.gather(*rest)]
+
+    results = asyncio.run(run())
+    if fail:
+        assert results == [False] * 21 and engine.recorded == []
+        assert any("cannot record" in line for line in log.lines)
+    else:
+        assert results == [True] * 20 + [False]        # the allow rule's exemption
+        assert len(engine.recorded) == 21
+    assert engine.store.transactions == 2               # 1 message, then the 20 that waited
+
+
+class Capture:
+    """An aiosmtpd handler that keeps what DATA produced."""
+
+    def __init__(self) -> None:
+        self.contents: list[bytes] = []
+
+    async def handle_DATA(self, server: object, session: object, envelope: object) -> str:
+        self.contents.append(envelope.original_content)  # type: ignore[attr-defined]
+        return "250 OK"
+
+
+def data_streams() -> list[bytes]:
+    """DATA payloads (without the final dot line) that exercise line ends and dots."""
+    fixed = [b"", b"a\r\n", b"Regards.\r\n", b"..\r\n", b"a\n.\nb\r\n",
+             b"a\r\n..b\r\n...\r\n", b"x.\r\n\r\n", b"a\r\r\n", b".a\r\n", b".\r\n..\r\n",
+             b"end.\r\n..\r\n", b"y" * 5000 + b"\r\n", b"no final newline",
+             b"\r\n\r\n", b"a\r\n.\n", b"a\r.\r\n"]
+    import random
+    rng = random.Random(5)
+    pieces = [b"a", b"b.", b".", b"..", b"\r\n", b"\n", b"\r", b" "]
+    for _ in range(300):
+        body = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
+        fixed.append(body)
+    streams = []
+    for body in fixed:
+        stream = body + (b"\r\n" if body and not body.endswith(b"\r\n") else b"") + b".\r\n"
+        # Keep payloads whose first end-of-data is the one we append.
+        if not (stream.startswith(b".\r\n") and body) and b"\r\n.\r\n" not in stream[:-3]:
+            streams.append(stream)
+    return streams
+
+
+def capture_data(make_protocol: Callable[[Capture], object], streams: list[bytes]
+                 ) -> list[bytes]:
+    from aiosmtpd.controller import Controller
+
+    class Control(Controller):
+        def factory(self) -> object:
+            return make_protocol(self.handler)
+
+    capture = Capture()
+    port = free_port()
+    control = Control(capture, hostname="127.0.0.1", port=port)
+    control.start()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            stream = sock.makefile("rb")
+            read_reply(stream)
+            sock.sendall(b"EHLO client.test\r\n")
+            read_reply(stream)
+            for payload in streams:
+                sock.sendall(b"MAIL FROM:<a@example.org>\r\nRCPT TO:<b@example.net>\r\n"
+                             b"DATA\r\n")
+                assert [read_reply(stream)[0] for _ in range(3)] == [250, 250, 354]
+                sock.sendall(payload)
+                assert read_reply(stream)[0] == 250, payload
+    finally:
+        control.stop()
+    return capture.contents
+
+
+def test_data_reading_matches_aiosmtpd() -> None:
+    from types import SimpleNamespace
+
+    from aiosmtpd.smtp import SMTP
+
+    class Stock(SMTP):
+        line_length_limit = 1 << 20
+
+    streams = data_streams()
+    assert len(streams) > 200
+    stock = capture_data(lambda handler: Stock(handler, hostname="stock"), streams)
+    server = SimpleNamespace(sessions=set(), logger=logging.getLogger("dupfilter.test"))
+    ours = capture_data(lambda handler: FilterSMTP(handler, server, hostname="ours"),
+                        streams)
+    assert len(ours) == len(stock) == len(streams)
+    for stream, expected, got in zip(streams, stock, ours, strict=True):
+        assert got == expected, stream
+
+
+def test_address_parsing_matches_aiosmtpd() -> None:
+    from types import SimpleNamespace
+
+    from aiosmtpd.smtp import SMTP
+
+    server = SimpleNamespace(sessions=set(), logger=logging.getLogger("dupfilter.test"))
+    ours = FilterSMTP(Capture(), server, hostname="ours")     # type: ignore[arg-type]
+    stock = SMTP(Capture(), hostname="stock")
+    for arg in ["<a@b>", "<a@b> SIZE=12 BODY=8BITMIME", "<>", "<> SIZE=5", "a@b",
+                '<"john doe"@example.net>', "<@r1,@r2:u@x>", "<u@[192.0.2.1]>",
+                "<jörg@bücher.example> SMTPUTF8", "<a.b+c=d/e!f#g$h%i&j'k*l^m_n`o{p|q}r~s@x.y>",
+                "<a@b>\tSIZE=1", "<a@b>  ", "<a@@b>", "<a@b", "<a b@c>", "<a@b>x",
+                "<a(comment)@b>", "<a@b,c@d>", "<a@b.>", "< a@b >", "<user@localhost>",
+                "<.a@b>", "<a..b@c>", "<a.@b>", "<a@.b>", "<a@b..c>", "<a@b> ", "<a\x7f@b>"]:
+        assert ours._getaddr(arg) == stock._getaddr(arg), arg
+
+
+def test_to_wire() -> None:
+    assert to_wire(b"") == b".\r\n"
+    assert to_wire(b"a\r\n.b\r\n") == b"a\r\n..b\r\n.\r\n"
+    assert to_wire(b".a\nb") == b"..a\r\nb\r\n.\r\n"
+    assert to_wire(b"a\r\rb\r\n") == b"a\r\rb\r\n.\r\n"
+
+
+# ----------------------------------------------------------------------------- next hop
+
+
+def test_next_hop_down_is_a_451(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    rig.stub.stop()
+    raw = crlf(make_message(body(12), message_id="<down@example.org>"))
+    with pytest.raises(smtplib.SMTPRecipientsRefused) as caught:
+        rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
+    for code, text in caught.value.recipients.values():
+        assert code == 451 and text.startswith(b"4.3.0")
+
+
+def test_next_hop_refusals_are_passed_back_per_recipient(rig: Rig) -> None:
+    rig.stub.rcpt_replies = {"nobody@example.net": "550 5.1.1 <nobody@example.net>: unknown",
+                             "full@example.net": "452 4.2.2 mailbox full"}
+    raw = crlf(make_message(body(13), message_id="<partly@example.org>"))
+    refused = rig.send(raw, rcpts=("bob@example.net", "nobody@example.net",
+                                   "full@example.net"))
+    assert {k: v[0] for k, v in refused.items()} == {"nobody@example.net": 550,
+                                                      "full@example.net": 452}
+    assert refused["nobody@example.net"][1] == b"5.1.1 <nobody@example.net>: unknown"
+    [got] = rig.stub.wait(1)
+    assert got.rcpts == ["bob@example.net"]
+    assert "rcpts=1" in rig.verdict_lines()[0]
+
+
+def test_next_hop_mail_refusal_reaches_every_recipient(rig: Rig) -> None:
+    rig.stub.mail_reply = "553 5.1.8 sender domain does not exist"
+    raw = crlf(make_message(body(14), message_id="<nosender@example.org>"))
+    with pytest.raises(smtplib.SMTPRecipientsRefused) as caught:
+        rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
+    assert {v for v in caught.value.recipients.values()} == {
+        (553, b"5.1.8 sender domain does not exist")}
+
+
+@pytest.mark.parametrize("reply", ["554 5.7.0 content refused", "452 4.3.1 queue full"])
+def test_next_hop_end_of_data_reply_is_passed_back_and_not_recorded(
+        rig: Rig, reply: str) -> None:
+    rig.stub.data_reply = reply
+    raw = crlf(make_message(body(15), message_id="<refused@example.org>"))
+    with pytest.raises(smtplib.SMTPDataError) as caught:
+        rig.send(raw)
+    assert caught.value.smtp_code == int(reply[:3])
+    assert caught.value.smtp_error == reply[4:].encode()
+    rig.stub.data_reply = None
+    rig.send(raw)
+    [got] = rig.stub.wait(1)
+    # The refused copy was not remembered: this one is still new.
+    assert header_values(got.data) == ["unique"]
+    assert "recorded=no" in rig.verdict_lines()[0]
+
+
+def test_connection_lost_after_the_dot_is_a_451(rig: Rig) -> None:
+    rig.stub.close_after_dot = 1
+    raw = crlf(make_message(body(16), message_id="<lost@example.org>"))
+    with pytest.raises(smtplib.SMTPDataError) as caught:
+        rig.send(raw)
+    assert caught.value.smtp_code == 451
+    assert "maybe_delivered=yes" in rig.verdict_lines()[0]
+    rig.send(raw)               # the retry goes through on a new connection
+    assert len(rig.stub.wait(1)) == 1
+
+
+def test_next_hop_gone_before_the_message_is_replayed(rig: Rig) -> None:
+    rig.stub.close_after_rcpt = 1
+    raw = crlf(make_message(body(17), message_id="<replay@example.org>"))
+    rig.send(raw, rcpts=("bob@example.net",))
+    [got] = rig.stub.wait(1)
+    assert got.rcpts == ["bob@example.net"]
+    assert rig.stub.connections == 2
+
+
+def test_next_hop_lost_at_the_data_command(rig: Rig) -> None:
+    rig.stub.close_at_data = 1
+    raw = crlf(make_message(body(27), message_id="<atdata@example.org>"))
+    if rig.stub.chunking:
+        # BDAT carries the message: it may have arrived, so the upstream retries later.
+        with pytest.raises(smtplib.SMTPDataError) as caught:
+            rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
+        assert caught.value.smtp_code == 451
+        assert "maybe_delivered=yes" in rig.verdict_lines()[0]
+        return
+    # DATA got no 354: nothing went out, so the transaction is replayed at once.
+    rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
+    [got] = rig.stub.wait(1)
+    assert got.rcpts == ["bob@example.net", "carol@example.net"]
+    assert rig.stub.connections == 2
+
+
+def test_stale_kept_open_connection_is_replaced(rig: Rig) -> None:
+    rig.stub.stale_after_message = True
+    for seed in (18, 19, 20):
+        rig.send(crlf(make_message(body(seed), message_id=f"<stale{seed}@example.org>")))
+    assert len(rig.stub.wait(3)) == 3
+    assert rig.stub.connections == 3
+
+
+# ----------------------------------------------------------------------------- actions
+
+
+def test_discard(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(duplicate="discard", near_duplicate="discard")
+    raw = crlf(make_message(body(21), message_id="<discard@example.org>"))
+    for _ in range(3):
+        assert rig.send(raw) == {}
+    time.sleep(0.2)
+    assert len(rig.stub.messages) == 1
+    lines = rig.verdict_lines(3)
+    assert ["action=discard" in line for line in lines] == [False, True, True]
+    # A discarded copy is not recorded: the third one still counts seen=2.
+    assert "seen=2" in lines[2]
+
+
+def test_discard_drops_only_recipients_who_had_it(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(duplicate="discard")
+    raw = crlf(make_message(body(22), message_id="<scope@example.org>"))
+    rig.send(raw, rcpts=("bob@example.net",))
+    rig.send(raw, rcpts=("Bob@example.net", "carol@example.net"))
+    first, second = rig.stub.wait(2)
+    assert second.rcpts == ["carol@example.net"]
+    assert header_values(second.data) == ["unique"]
+    assert "dropped=1" in rig.verdict_lines(2)[1]
+    # Now both had it: the whole message is discarded.
+    rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
+    time.sleep(0.2)
+    assert len(rig.stub.messages) == 2
+
+
+def test_reject_in_proxy_mode(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(mode="proxy", duplicate="reject", reject_message="Seen that already")
+    raw = crlf(make_message(body(23), message_id="<reject@example.org>"))
+    rig.send(raw, rcpts=("bob@example.net",))
+    with pytest.raises(smtplib.SMTPDataError) as caught:
+        rig.send(raw, rcpts=("bob@example.net",))
+    assert (caught.value.smtp_code, caught.value.smtp_error) == (
+        550, b"5.7.1 Seen that already")
+    # Only bob had it: carol must get it, so it is tagged instead.
+    rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
+    first, second = rig.stub.wait(2)
+    assert second.rcpts == ["bob@example.net", "carol@example.net"]
+    assert header_values(second.data)[0].startswith("duplicate")
+
+
+def test_reject_is_refused_in_after_queue_mode(settings: Settings, tmp_path: Path) -> None:
+    settings.smtpd.actions.duplicate = "reject"
+    with Engine(settings, str(tmp_path / "store")) as engine, \
+            pytest.raises(ConfigError, match="needs smtpd.mode"):
+        FilterServer(settings, engine, logging.getLogger("test"))
+
+
+def test_accept_passes_untagged(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(unique="accept")
+    raw = crlf(make_message(body(24), message_id="<accept@example.org>",
+                            headers={"X-Dupfilter": "duplicate; forged"}))
+    rig.send(raw)
+    [got] = rig.stub.wait(1)
+    assert got.data == raw
+
+
+@pytest.mark.parametrize("on_error", ["accept", "tempfail"])
+def test_internal_error_follows_on_error(make_rig: Callable[..., Rig], on_error: str) -> None:
+    rig = make_rig(engine=FailingEngine(), on_error=on_error, duplicate="discard")
+    raw = crlf(make_message(body(25), message_id="<error@example.org>"))
+    if on_error == "accept":
+        rig.send(raw)
+        [got] = rig.stub.wait(1)
+        assert got.data == raw
+    else:
+        with pytest.raises(smtplib.SMTPDataError) as caught:
+            rig.send(raw)
+        assert caught.value.smtp_code == 451
+        time.sleep(0.2)
+        assert rig.stub.messages == []
+    [line] = rig.verdict_lines()
+    assert "verdict=error" in line and "StoreError" in line
+
+
+# ----------------------------------------------------------------------------- the daemon
+
+
+@pytest.fixture
+def stub() -> Iterator[NextHopStub]:
+    started = NextHopStub().start()
+    yield started
+    started.stop()
+
+
+def start_daemon(tmp_path: Path, next_hop: int, *extra: str, config: str = ""
+                 ) -> tuple[subprocess.Popen[str], int]:
+    conf = tmp_path / "dupfilter.toml"
+    conf.write_text(config)
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mailfilter.smtpd", "--config", str(conf), "--listen",
+         f"127.0.0.1:{port}", "--next-hop", f"127.0.0.1:{next_hop}", "--db",
+         str(tmp_path / "db"), *extra], stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return proc, port
+
+
+def test_daemon_tags_and_drains_in_flight_mail_on_sigterm(tmp_path: Path,
+                                                          stub: NextHopStub) -> None:
+    proc, port = start_daemon(tmp_path, stub.port, "--allow-root")
+    try:
+        wait_for_port("127.0.0.1", port)
+        stub.data_delay = 1.0
+        raw = crlf(make_message(body(26), message_id="<term@example.org>"))
+        result: dict[str, object] = {}
+
+        def send() -> None:
+            try:
+                with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
+                    result["refused"] = client.sendmail("ann@example.org",
+                                                        ["bob@example.net"], raw)
+            except Exception as error:  # pragma: no cover - reported below
+                result["error"] = error
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        assert stub.started_data.wait(10)
+        proc.send_signal(signal.SIGTERM)
+        sender.join(15)
+        assert result == {"refused": {}}
+        assert proc.wait(15) == 0
+        # Not listening any more.
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = proc.stderr.read()
+    [got] = stub.messages
+    assert header_values(got.data) == ["unique"]
+    assert "listening on" in stderr and "verdict=unique" in stderr and "stopped" in stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to test refusing root")
+def test_daemon_refuses_root_without_allow_root(tmp_path: Path, stub: NextHopStub) -> None:
+    proc, _ = start_daemon(tmp_path, stub.port)
+    assert proc.wait(30) == 2
+    assert "refusing to run as root" in proc.stderr.read()
+
+
+@pytest.mark.parametrize("config, message", [
+    ("[smtpd.actions]\nduplicate = \"reject\"\n", "needs smtpd.mode"),
+    ("[smtpd]\nmode = \"sideways\"\n", "smtpd.mode"),
+    ("[smtpd]\nlisten = \"nowhere\"\n", None),
+])
+def test_daemon_reports_bad_settings(tmp_path: Path, stub: NextHopStub, config: str,
+                                     message: str | None) -> None:
+    conf = tmp_path / "bad.toml"
+    conf.write_text(config)
+    done = subprocess.run(
+        [sys.executable, "-m", "mailfilter.smtpd", "--config", str(conf), "--next-hop",
+         f"127.0.0.1:{stub.port}", "--allow-root", "--db", str(tmp_path / "db")]
+        + ([] if message is None else ["--listen", "127.0.0.1:1"]),
+        capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.startswith("dupfilter-smtpd: ")
+    assert (message or "is not HOST:PORT") in done.stderr
+    assert "Traceback" not in done.stderr
