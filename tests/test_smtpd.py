@@ -981,3 +981,26 @@ def test_daemon_reports_bad_settings(tmp_path: Path, stub: NextHopStub, config: 
     assert done.stderr.startswith("dupfilter-smtpd: ")
     assert (message or "is not HOST:PORT") in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_slow_client_times_out(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(timeout=1.0)
+    with socket.create_connection(("127.0.0.1", rig.port), timeout=30) as sock:
+        stream = sock.makefile("rb")
+        assert read_reply(stream)[0] == 220
+        started = time.monotonic()
+        sock.sendall(b"EHLO slow.test\r\n")
+        read_reply(stream)
+        # Nothing more is sent: the server hangs up after its timeout.
+        assert stream.read() == b""
+        assert time.monotonic() - started < 10
+
+
+def test_overlong_command_is_refused_and_the_session_goes_on(rig: Rig) -> None:
+    with socket.create_connection(("127.0.0.1", rig.port), timeout=30) as sock:
+        stream = sock.makefile("rb")
+        read_reply(stream)
+        sock.sendall(b"MAIL FROM:<" + b"a" * 4000 + b"@example.org>\r\n")
+        assert read_reply(stream)[0] == 500
+        sock.sendall(b"NOOP\r\n")
+        assert read_reply(stream)[0] == 250
