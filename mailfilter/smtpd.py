@@ -35,7 +35,7 @@ from typing import Any
 
 from aiosmtpd.smtp import MISSING, SMTP, Envelope, syntax
 
-from mailfilter import __version__
+from mailfilter import __version__, metrics
 from mailfilter.config import ConfigError, Settings
 from mailfilter.daemon import (
     DaemonError,
@@ -44,6 +44,7 @@ from mailfilter.daemon import (
     exit_on_config_error,
     load_daemon_settings,
     log_verdict,
+    sd_notify,
     setup_logging,
     verdict_fields,
 )
@@ -1123,18 +1124,51 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, lambda: reload_settings(settings, args, logger))
     try:
         await server.start(sock=sock)
+        serving = metrics.start(settings.metrics, "smtpd",
+                                records=lambda: float(engine.store.stats()["records"]))
+        if serving:
+            logger.info("metrics on http://%s/metrics", serving)
         logger.info("%s %s listening on %s, next hop %s, mode %s, store %s", PROG,
                     __version__, settings.smtpd.listen, settings.smtpd.next_hop,
                     settings.smtpd.mode, settings.store.location())
+        sd_notify("READY=1", f"STATUS=listening on {settings.smtpd.listen}")
         await stop.wait()
+        sd_notify("STOPPING=1")
         logger.info("shutting down: finishing transactions in flight")
         await server.stop()
     finally:
         engine.close()
     logger.info("stopped")
     return 0
+
+
+def reload_settings(settings: Settings, args: argparse.Namespace,
+                    logger: logging.Logger) -> None:
+    """SIGHUP: re-read the file and apply what can change without dropping connections —
+    the ``[smtpd]`` actions, ``on_error``, reply text, timeout and the log level.  A file
+    that does not load keeps the running settings (and says why)."""
+    sd_notify("RELOADING=1")
+    try:
+        fresh = load_daemon_settings(args)
+        fresh.smtpd.mode = settings.smtpd.mode
+        check_mode(fresh)
+    except (ConfigError, DaemonError) as error:
+        logger.warning("reload failed, keeping the running settings: %s", error)
+        sd_notify("READY=1")
+        return
+    for key in ("actions", "on_error", "reject_message", "timeout"):
+        setattr(settings.smtpd, key, getattr(fresh.smtpd, key))
+    settings.log.level = fresh.log.level
+    level = logging.getLevelName(fresh.log.level.upper())
+    logger.setLevel(level if isinstance(level, int) else logging.INFO)
+    logger.info("reloaded %s (unique=%s duplicate=%s near-duplicate=%s on_error=%s)",
+                fresh.source or "defaults", settings.smtpd.actions.unique,
+                settings.smtpd.actions.duplicate, settings.smtpd.actions.near_duplicate,
+                settings.smtpd.on_error)
+    sd_notify("READY=1")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

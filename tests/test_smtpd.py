@@ -1004,3 +1004,38 @@ def test_overlong_command_is_refused_and_the_session_goes_on(rig: Rig) -> None:
         assert read_reply(stream)[0] == 500
         sock.sendall(b"NOOP\r\n")
         assert read_reply(stream)[0] == 250
+
+
+def test_daemon_notifies_systemd_and_reloads_on_sighup(tmp_path: Path,
+                                                       stub: NextHopStub) -> None:
+    """Type=notify readiness, and SIGHUP applying new actions without a restart."""
+    notify_path = tmp_path / "notify.sock"
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(notify_path))
+    notify.settimeout(20)
+    os.environ["NOTIFY_SOCKET"] = str(notify_path)
+    try:
+        proc, port = start_daemon(tmp_path, stub.port, "--allow-root")
+    finally:
+        del os.environ["NOTIFY_SOCKET"]
+    try:
+        assert b"READY=1" in notify.recv(4096)
+        raw = crlf(make_message(body(27), message_id="<hup1@example.org>"))
+        with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
+            client.sendmail("ann@example.org", ["bob@example.net"], raw)
+        (tmp_path / "dupfilter.toml").write_text('[smtpd.actions]\nduplicate = "discard"\n')
+        proc.send_signal(signal.SIGHUP)
+        assert b"RELOADING=1" in notify.recv(4096)
+        assert b"READY=1" in notify.recv(4096)
+        again = crlf(make_message(body(27), message_id="<hup2@example.org>"))
+        with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:   # same connection pool
+            assert client.sendmail("ann@example.org", ["bob@example.net"], again) == {}
+        proc.send_signal(signal.SIGTERM)
+        assert b"STOPPING=1" in notify.recv(4096)
+        assert proc.wait(15) == 0
+    finally:
+        notify.close()
+        if proc.poll() is None:
+            proc.kill()
+    assert len(stub.messages) == 1                  # the duplicate was discarded after HUP
+    assert "reloaded" in proc.stderr.read()
