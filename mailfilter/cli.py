@@ -495,17 +495,30 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if removed else 1
 
 
+def _flatten(prefix: str, values: dict[str, object]) -> list[tuple[str, object]]:
+    rows: list[tuple[str, object]] = []
+    for key, value in values.items():
+        if isinstance(value, dict) and key != "rules":
+            rows.extend(_flatten(f"{prefix}{key}.", value))
+        else:
+            rows.append((f"{prefix}{key}", value))
+    return rows
+
+
 def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     print(f"# settings from {settings.source or 'built-in defaults'}")
-    if args.show:
-        for section, values in asdict(settings).items():
-            if section == "source":
-                continue
-            print(f"\n[{section}]")
-            for key, value in values.items():
-                print(f"{key} = {json.dumps(value)}")
-    else:
+    if not args.show:
         print("configuration is valid")
+        return 0
+    for section, values in asdict(settings).items():
+        if section == "source":
+            continue
+        print(f"\n[{section}]")
+        for key, value in _flatten("", values):
+            where = settings.origin(f"{section}.{key}")
+            if section == "store" and key == "path" and getattr(args, "db", None):
+                where = "--db"
+            print(f"{key} = {json.dumps(value)}  # {where}")
     return 0
 
 

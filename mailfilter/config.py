@@ -210,6 +210,10 @@ class Settings:
     # Where the settings came from (None: built-in defaults).
     source: str | None = None
 
+    def origin(self, key: str) -> str:
+        """Where one setting ("section.key") came from: FILE:LINE, or "default"."""
+        return getattr(self, "origins", {}).get(key, "default")
+
     def validate(self) -> None:
         checks = [
             (self.fingerprint.histogram in ("decoded", "raw"), "fingerprint.histogram",
@@ -256,24 +260,34 @@ class Settings:
                 raise ConfigError(f"{self.source or 'settings'}: {key}: {error}") from None
 
 
-def _line_of(text: str, key: str) -> int | None:
-    pattern = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=", re.MULTILINE)
-    found = pattern.search(text)
+def _line_of(text: str, section: str, key: str) -> int | None:
+    """Line number of ``key`` inside ``[section]`` (the top level when empty)."""
+    start = 0
+    if section:
+        header = re.search(rf"^\s*\[\s*{re.escape(section)}\s*\]", text, re.MULTILINE)
+        if header is None:
+            return None
+        start = header.end()
+    following = re.compile(r"^\s*\[", re.MULTILINE).search(text, start)
+    end = following.start() if following else len(text)
+    found = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=", re.MULTILINE).search(
+        text, start, end)
     return text.count("\n", 0, found.start()) + 1 if found else None
 
 
-def _apply(target: Any, table: dict[str, Any], prefix: str, path: str, text: str) -> None:
+def _apply(target: Any, table: dict[str, Any], prefix: str, path: str, text: str,
+           origins: dict[str, str]) -> None:
     known = {f.name: f for f in fields(target) if f.name != "source"}
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
-        where = f"{path}:{_line_of(text, raw_key) or '?'}"
+        where = f"{path}:{_line_of(text, prefix.rstrip('.'), raw_key) or '?'}"
         if key not in known:
             raise ConfigError(f"{where}: unknown key {prefix}{raw_key}")
         current = getattr(target, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
                 raise ConfigError(f"{where}: {prefix}{raw_key} must be a table")
-            _apply(current, value, f"{prefix}{raw_key}.", path, text)
+            _apply(current, value, f"{prefix}{raw_key}.", path, text, origins)
             continue
         expected = type(current)
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
@@ -284,6 +298,7 @@ def _apply(target: Any, table: dict[str, Any], prefix: str, path: str, text: str
             raise ConfigError(f"{where}: {prefix}{raw_key} must be {expected.__name__}, "
                               f"not {type(value).__name__}")
         setattr(target, key, value)
+        origins[f"{prefix}{key}"] = where
 
 
 def find_config(explicit: str | None = None) -> Path | None:
@@ -318,7 +333,9 @@ def load_settings(path: str | os.PathLike[str] | None = None, *,
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{chosen}: {error}") from None
-    _apply(settings, table, "", str(chosen), text)
+    origins: dict[str, str] = {}
+    _apply(settings, table, "", str(chosen), text, origins)
     settings.source = str(chosen)
+    settings.origins = origins
     settings.validate()
     return settings

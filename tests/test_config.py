@@ -64,3 +64,30 @@ def test_durations() -> None:
     assert parse_duration("90m") == 5400
     with pytest.raises(ValueError):
         parse_duration("soon")
+
+
+def test_show_names_where_each_setting_came_from(tmp_path: Path) -> None:
+    import subprocess
+    config = tmp_path / "site.toml"
+    config.write_text('[detector]\nscope = "global"\n\n[milter.actions]\nduplicate = "reject"\n'
+                      '\n[smtpd.actions]\nduplicate = "discard"\n')
+    shown = subprocess.run(["dupfilter-db", "--config", str(config), "--db", "/tmp/x",
+                            "config", "--show"], capture_output=True, text=True).stdout
+    assert f'scope = "global"  # {config}:2' in shown
+    assert f'actions.duplicate = "reject"  # {config}:5' in shown
+    assert f'actions.duplicate = "discard"  # {config}:8' in shown
+    assert 'resemblance_threshold = 0.35  # default' in shown
+    assert 'path = "/tmp/x"  # --db' in shown
+
+
+def test_search_order(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    from mailfilter.config import find_config
+    user = tmp_path / "xdg" / "dupfilter" / "dupfilter.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text("")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("DUPFILTER_CONFIG", raising=False)
+    assert find_config() == user
+    monkeypatch.setenv("DUPFILTER_CONFIG", str(tmp_path / "env.toml"))
+    assert find_config() == tmp_path / "env.toml"
+    assert find_config("explicit.toml") == Path("explicit.toml")
