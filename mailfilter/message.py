@@ -16,6 +16,7 @@ import email.message
 import email.parser
 import quopri
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser
@@ -27,7 +28,7 @@ _MBOX_FROM = re.compile(rb"\AFrom [^\n]*\n")
 # verb at the end of a line first (a literal scan), then checked on that one line.
 _QUOTED_LINE = re.compile(r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)", re.MULTILINE)
 _ATTRIBUTION_END = re.compile(
-    r"\b(?:wrote|writes|schrieb|a écrit|escribió)[ \t]*:[ \t]*$", re.MULTILINE | re.IGNORECASE)
+    r"(?:wrote|writes|schrieb|a écrit|escribió)[ \t]*:[ \t]*$", re.MULTILINE | re.IGNORECASE)
 _ATTRIBUTION = re.compile(
     r"[ \t]*(?:(?:on|am|le|el)\b.{0,200}?\b(?:wrote|writes|schrieb|a écrit|escribió)"
     r"|.{0,120}?\b(?:wrote|writes))[ \t]*:[ \t]*", re.IGNORECASE)
@@ -39,12 +40,16 @@ _FORWARD_LINE = re.compile(
     r"^[ \t]*(?:-{2,}[ \t]*forwarded message[ \t]*-{2,}|begin forwarded message:"
     r"|-{2,}[ \t]*(?:weitergeleitete nachricht|message transféré)[ \t]*-{2,})[ \t]*$",
     re.MULTILINE | re.IGNORECASE)
+_FORWARD_WORDS = re.compile(
+    r"forwarded message|weitergeleitete nachricht|message transféré", re.IGNORECASE)
 _PSEUDO_HEADER = re.compile(
     r"[ \t]*(?:from|date|sent|subject|to|cc|bcc|reply-to|von|gesendet|datum|an|betreff|de"
     r"|envoyé|à|objet)[ \t]*:", re.IGNORECASE)
 _LINE = re.compile(r"[^\n]*(?:\n|\Z)")
 _SIGNATURE_LINE = re.compile(r"^-- ?$", re.MULTILINE)
 _RULE_LINE = re.compile(r"^[ \t]*[-=_~*]{10,}[ \t]*$", re.MULTILINE)
+_CASE_SENSITIVE = {pattern: re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
+                   for pattern in (_OUTLOOK_ORIGINAL, _FORWARD_WORDS, _ATTRIBUTION_END)}
 _FOOTER_LINES = 15
 _FOOTER_MIN_WORDS_ABOVE = 12
 _WORD = re.compile(r"[^\W_]")
@@ -232,6 +237,27 @@ def _footer_start(text: str) -> int | None:
     return rule.start()
 
 
+def _scan(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """``pattern``'s matches in ``text``, found in its lower-case copy when lowering keeps
+    every offset: Python's ``re`` is many times slower with IGNORECASE on large texts."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return _CASE_SENSITIVE[pattern].finditer(lowered)
+    return pattern.finditer(text)
+
+
+def _forward_lines(text: str) -> list[re.Match[str]]:
+    """Forward separator lines: found by their words first, then checked whole."""
+    found = []
+    for hit in _scan(_FORWARD_WORDS, text):
+        start = text.rfind("\n", 0, hit.start()) + 1
+        end = text.find("\n", hit.end())
+        line = _FORWARD_LINE.match(text, start, len(text) if end < 0 else end)
+        if line is not None and (not found or found[-1].start() != line.start()):
+            found.append(line)
+    return found
+
+
 def split_quotes(text: str, *, forward: bool = False) -> tuple[str, str]:
     """(new text, set-aside text): quoted lines, attributions, signature and list footer.
 
@@ -244,7 +270,7 @@ def split_quotes(text: str, *, forward: bool = False) -> tuple[str, str]:
     Regular expressions over the whole text do the work (no Python loop per line).
     """
     aside: list[str] = []
-    original = _OUTLOOK_ORIGINAL.search(text)
+    original = next(_scan(_OUTLOOK_ORIGINAL, text), None)
     if original is not None:
         block_end = _header_block_end(text, original.end() + 1)
         if forward or _is_inline_reply(text, original, block_end):
@@ -253,7 +279,7 @@ def split_quotes(text: str, *, forward: bool = False) -> tuple[str, str]:
         else:
             aside.append(text[original.start():])
             text = text[:original.start()]
-    for separator in reversed(list(_FORWARD_LINE.finditer(text))):
+    for separator in reversed(_forward_lines(text)):
         block_end = _header_block_end(text, separator.end() + 1)
         aside.append(text[separator.start():block_end])
         text = text[:separator.start()] + text[block_end:]
@@ -266,7 +292,7 @@ def split_quotes(text: str, *, forward: bool = False) -> tuple[str, str]:
         aside.append(text[footer:])
         text = text[:footer]
     attributions = []
-    for match in _ATTRIBUTION_END.finditer(text):
+    for match in _scan(_ATTRIBUTION_END, text):
         start = text.rfind("\n", 0, match.start()) + 1
         if match.end() - start < 250 and _ATTRIBUTION.fullmatch(text, start, match.end()):
             end = match.end() + 1 if text.startswith("\n", match.end()) else match.end()
@@ -430,7 +456,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024) -> Message:
     subject = headers.get("subject", "")
     text, quoted = split_quotes(full_text, forward=bool(_FORWARD_SUBJECT.match(subject)))
     if not _WORD.search(text) and _WORD.search(full_text) and \
-            not _ATTRIBUTION_END.search(full_text):
+            next(_scan(_ATTRIBUTION_END, full_text), None) is None:
         # All of it looked quoted (a forward quoted with ">", HTML inside <blockquote>),
         # yet nobody replied to anything: the whole text is the message.
         text, quoted = full_text, ""
