@@ -109,3 +109,13 @@ def test_histogram_window_is_one_vectorised_lookup(engine: Engine) -> None:
     assert probe.histogram_window == 2
     found = engine.store.lookup(probe)
     assert found.histogram_window_size >= 1 and len(found.by_histogram) == 1
+
+
+def test_store_left_half_created_is_completed(tmp_path: Path, settings: Settings) -> None:
+    """A delivery killed while creating the store leaves an empty LMDB environment; the
+    admin commands (read-only) finish creating it instead of calling it foreign."""
+    import lmdb
+    lmdb.open(str(tmp_path), max_dbs=12).close()
+    store = LmdbStore(tmp_path, settings.fingerprint.store_parameters(), readonly=True)
+    assert store.stats()["records"] == 0 and store.verify() == []
+    store.close()

@@ -92,6 +92,25 @@ def _close_histograms_numpy(packed: memoryview, probe: Probe) -> list[tuple[int,
     return list(zip(differing[rows].tolist(), ids.tolist(), strict=True))
 
 
+def _initialised(path: Path) -> bool:
+    """True when the environment at ``path`` has its fingerprint parameters."""
+    try:
+        env = lmdb.open(str(path), max_dbs=12, readonly=True, lock=True, create=False)
+    except lmdb.Error:
+        return False
+    try:
+        with env.begin() as txn:
+            if txn.get(b"meta") is None:
+                return False
+        meta = env.open_db(b"meta", create=False)
+        with env.begin() as txn:
+            return txn.get(b"parameters", db=meta) is not None
+    except lmdb.Error:
+        return False
+    finally:
+        env.close()
+
+
 def _reason(error: lmdb.Error) -> str:
     """LMDB's message without the C function name ("mdb_txn_commit: No space...")."""
     text = str(error)
@@ -118,6 +137,10 @@ class LmdbStore:
         elif not os.access(data_file, os.R_OK | (0 if readonly else os.W_OK)):
             raise StoreError(f"store {path} is not {'readable' if readonly else 'writable'} "
                              f"by this user (uid {os.getuid()})")
+        elif readonly and os.access(data_file, os.W_OK) and not _initialised(path):
+            # A delivery killed while creating the store left it without its sub-databases:
+            # finish creating it (empty), as the next delivery would.
+            LmdbStore(path, parameters, map_size_mb=map_size_mb, file_mode=file_mode).close()
         try:
             self.env = lmdb.open(str(path), max_dbs=12, map_size=map_size_mb << 20,
                                  mode=file_mode, readonly=readonly, create=create and not readonly,
