@@ -14,6 +14,7 @@ import codecs
 import email
 import email.message
 import email.parser
+import functools
 import quopri
 import re
 from collections.abc import Iterator
@@ -240,10 +241,16 @@ def _footer_start(text: str) -> int | None:
 def _scan(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     """``pattern``'s matches in ``text``, found in its lower-case copy when lowering keeps
     every offset: Python's ``re`` is many times slower with IGNORECASE on large texts."""
-    lowered = text.lower()
+    lowered = _lowered(text)
     if len(lowered) == len(text):
         return _CASE_SENSITIVE[pattern].finditer(lowered)
     return pattern.finditer(text)
+
+
+@functools.lru_cache(maxsize=4)
+def _lowered(text: str) -> str:
+    """One lower-case copy per text for the several scans of :func:`split_quotes`."""
+    return text.lower()
 
 
 def _forward_lines(text: str) -> list[re.Match[str]]:
