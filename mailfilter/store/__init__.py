@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import xxhash
 
+T = TypeVar("T")
 SCHEMA_VERSION = 1
 _MESSAGE_ID_MAX = 250
 _RECIPIENTS_MAX = 64
@@ -165,7 +165,10 @@ class Store(Protocol):
 
     def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None: ...
 
-    def transaction(self) -> AbstractContextManager[None]: ...
+    def atomically(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (lookups and writes) as one unit: a transaction where the backend
+        has them, one batch of writes otherwise."""
+        ...
 
     def prune(self, before: int) -> int: ...
 

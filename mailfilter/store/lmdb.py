@@ -276,27 +276,6 @@ class LmdbStore:
                 self._local.txn = None
         raise StoreError(f"store {self.location}: could not grow the map")
 
-    def transaction(self):  # noqa: ANN201 - kept for Store protocol symmetry
-        """Context manager form of :meth:`atomically` for callers that cannot retry."""
-        from contextlib import contextmanager
-
-        @contextmanager
-        def manager():  # noqa: ANN202
-            if self._txn() is not None:
-                yield
-                return
-            txn = self.env.begin(write=True)
-            self._local.txn = txn
-            try:
-                yield
-                txn.commit()
-            except BaseException:
-                txn.abort()
-                raise
-            finally:
-                self._local.txn = None
-        return manager()
-
     # -- lookup ------------------------------------------------------------------------
 
     def lookup(self, probe: Probe) -> Candidates:

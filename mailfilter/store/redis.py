@@ -877,19 +877,6 @@ class RedisStore:
         finally:
             self._local.pending = None
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Context manager form of :meth:`atomically`."""
-        if self._pending() is not None:
-            yield
-            return
-        self._local.pending = []
-        try:
-            yield
-            self._flush()
-        finally:
-            self._local.pending = None
-
     def add(self, record: Record) -> int:
         """Store ``record`` (or touch the record with its digest); returns the id."""
         index = self._partition_of_digest(record.digest)
