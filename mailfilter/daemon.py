@@ -106,6 +106,38 @@ def log_verdict(logger: logging.Logger, level: int = logging.INFO, **fields: Any
     metrics.observe(fields)
 
 
+class ThrottledWarning:
+    """A repeated failure (the store's disk is full, Redis is down) said once per
+    ``interval`` seconds, with how many times it happened meanwhile — not once per message.
+    The per-message log line still says what happened to each message."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 60.0,
+                 clock: Callable[[], float] | None = None) -> None:
+        import threading
+        import time
+
+        self.logger = logger
+        self.interval = interval
+        self.clock = clock or time.monotonic
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._quiet: dict[str, int] = {}
+
+    def warn(self, kind: str, message: str, *args: Any) -> bool:
+        """Log ``message`` unless ``kind`` was logged less than ``interval`` ago."""
+        now = self.clock()
+        with self._lock:
+            last = self._last.get(kind)
+            if last is not None and now - last < self.interval:
+                self._quiet[kind] = self._quiet.get(kind, 0) + 1
+                return False
+            self._last[kind] = now
+            quiet = self._quiet.pop(kind, 0)
+        suffix = f" (and {quiet} more time(s) in the last {self.interval:.0f} s)" if quiet else ""
+        self.logger.warning(message + suffix, *args)
+        return True
+
+
 def verdict_fields(verdict: Any) -> dict[str, Any]:
     """The log fields of a :class:`~mailfilter.detector.Verdict` (stable keys and order)."""
     match = getattr(verdict, "match", None)

@@ -31,6 +31,7 @@ from mailfilter import __version__, metrics
 from mailfilter.config import ConfigError, Settings
 from mailfilter.daemon import (
     DaemonError,
+    ThrottledWarning,
     add_daemon_arguments,
     check_privileges,
     exit_on_config_error,
@@ -77,6 +78,8 @@ class Runtime:
         self._inflight_cond = threading.Condition()
         self.stopping = False       # set on SIGTERM: finish what is in flight, take no more
         self.recorder: Recorder | None = None   # None: record in end of message itself
+        # Store failures repeat for every message while they last: said once a minute.
+        self.store_warnings = ThrottledWarning(logger)
 
     # -- the store ------------------------------------------------------------------
 
@@ -216,16 +219,17 @@ class Recorder:
     def _commit(self, batch: list[tuple[Verdict, int]]) -> None:
         engine = self.runtime.engine()
         if engine is None:
-            self.runtime.logger.warning("store unavailable: %d accepted message(s) not "
-                                        "recorded", len(batch))
+            self.runtime.store_warnings.warn(
+                "unavailable", "store unavailable: %d accepted message(s) not recorded",
+                len(batch))
             return
         try:
             engine.record_many([verdict for verdict, _ in batch],
                                max(now for _, now in batch))
             self.runtime.logger.debug("recorded %d message(s)", len(batch))
         except Exception as error:  # the messages are delivered anyway; say so
-            self.runtime.logger.warning("cannot record %d accepted message(s): %s",
-                                        len(batch), error)
+            self.runtime.store_warnings.warn(
+                "record", "cannot record %d accepted message(s): %s", len(batch), error)
 
 
 @dataclass

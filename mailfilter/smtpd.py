@@ -39,6 +39,7 @@ from mailfilter import __version__, metrics
 from mailfilter.config import ConfigError, Settings
 from mailfilter.daemon import (
     DaemonError,
+    ThrottledWarning,
     add_daemon_arguments,
     check_privileges,
     exit_on_config_error,
@@ -524,6 +525,8 @@ class GroupRecorder:
         self.executor = executor
         self.logger = logger
         self.tasks = tasks
+        # Store failures repeat for every message while they last: said once a minute.
+        self.store_warnings = ThrottledWarning(logger)
         self._pending: list[tuple[Verdict, asyncio.Future[bool]]] = []
         self._running = False
 
@@ -547,8 +550,9 @@ class GroupRecorder:
                     results = await loop.run_in_executor(self.executor, self._commit,
                                                          [verdict for verdict, _ in batch])
                 except Exception as error:
-                    self.logger.warning("cannot record %d delivered message(s): %s: %s",
-                                        len(batch), type(error).__name__, error)
+                    self.store_warnings.warn(
+                        "record", "cannot record %d delivered message(s): %s: %s",
+                        len(batch), type(error).__name__, error)
                     results = [False] * len(batch)
                 for (_, done), result in zip(batch, results, strict=True):
                     if not done.done():
