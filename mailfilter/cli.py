@@ -182,7 +182,6 @@ def _run_over(engine: Engine, paths: list[str], jobs: int, *, record: bool,
     results = _analysed(messages, engine.settings, jobs)
     bar = _progress(None, show_progress)
     now = int(time.time())
-    atomically = getattr(engine.store, "atomically", None)
     try:
         while True:
             batch = list(islice(results, _BATCH))
@@ -198,7 +197,7 @@ def _run_over(engine: Engine, paths: list[str], jobs: int, *, record: bool,
                     out.append((label, engine.decide(analysis, record=record, now=now), size))
                 return out
 
-            done = atomically(run) if (atomically and record) else run()
+            done = engine.store.atomically(run) if record else run()
             if bar is not None:
                 bar.update(len(done))
             yield from done

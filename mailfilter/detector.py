@@ -283,9 +283,7 @@ class Detector:
         if exact is None:
             exact = next((e.record for e in verdict.evidence if e.record.digest == fp.digest
                           and self._has_content(fp)), None)
-        counter = getattr(self.store, "count_verdict", None)
-        if counter is not None:
-            counter(verdict.verdict, when)
+        self.store.count_verdict(verdict.verdict, when)
         if exact is not None:
             self.store.touch(exact.doc_id, when, keys)
             return exact.doc_id

@@ -101,10 +101,7 @@ class Engine:
                 self.detector.record(verdict, when)
             return verdict
 
-        if not record:
-            return check()
-        atomically = getattr(self.store, "atomically", None)
-        return atomically(check) if atomically else check()
+        return self.store.atomically(check) if record else check()
 
     def record(self, verdict: Verdict, now: int | None = None) -> int | None:
         """Remember a message checked earlier with ``record=False`` (e.g. once accepted).
@@ -114,10 +111,7 @@ class Engine:
         if not verdict.record_allowed:
             return None
         when = int(time.time()) if now is None else now
-        atomically = getattr(self.store, "atomically", None)
-        if atomically:
-            return atomically(lambda: self.detector.record(verdict, when))
-        return self.detector.record(verdict, when)
+        return self.store.atomically(lambda: self.detector.record(verdict, when))
 
     def record_many(self, verdicts: Sequence[Verdict], now: int | None = None) -> None:
         """Remember several accepted messages in one transaction (one disk sync).
@@ -130,15 +124,7 @@ class Engine:
         if not wanted:
             return
 
-        def record_all() -> None:
-            for verdict in wanted:
-                self.detector.record(verdict, when)
-
-        atomically = getattr(self.store, "atomically", None)
-        if atomically:
-            atomically(record_all)
-        else:
-            record_all()
+        self.store.atomically(lambda: [self.detector.record(v, when) for v in wanted])
 
     def close(self) -> None:
         self.store.close()

@@ -165,6 +165,8 @@ class Store(Protocol):
 
     def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None: ...
 
+    def count_verdict(self, verdict: str, when: int) -> None: ...
+
     def atomically(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` (lookups and writes) as one unit: a transaction where the backend
         has them, one batch of writes otherwise."""
