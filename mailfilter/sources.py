@@ -39,14 +39,28 @@ def is_mbox(path: Path) -> bool:
         with path.open("rb") as handle:
             if handle.read(5) != b"From ":
                 return False
-            if path.suffix == ".mbox" or path.name == "mbox":
+            if _named_like_mbox(path):
                 return True
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                separators = _MBOX_SEPARATOR.finditer(data)
-                return next(separators, None) is not None and \
-                    next(separators, None) is not None
+                return _holds_several(data)
     except (OSError, ValueError):
         return False
+
+
+def _named_like_mbox(path: Path) -> bool:
+    return path.suffix == ".mbox" or path.name == "mbox"
+
+
+def _holds_several(data: bytes | mmap.mmap) -> bool:
+    """True when ``data`` (starting with ``From ``) has a second message separator.
+
+    A literal search for ``\n\nFrom `` comes first: most one-message files have none,
+    and the regular expression then never runs over them.
+    """
+    if data.find(b"\n\nFrom ", 5) < 0:
+        return False
+    separators = _MBOX_SEPARATOR.finditer(data)
+    return next(separators, None) is not None and next(separators, None) is not None
 
 
 def read_mbox(path: Path) -> Iterator[tuple[str, bytes]]:
@@ -57,24 +71,41 @@ def read_mbox(path: Path) -> Iterator[tuple[str, bytes]]:
         except ValueError:  # empty file
             return
         with data:
-            starts = [m.start(1) for m in _MBOX_SEPARATOR.finditer(data)]
-            if not starts:
-                yield f"{path}:1", bytes(data)
-                return
-            starts.append(len(data) + 2)
-            for number, (start, end) in enumerate(itertools.pairwise(starts), 1):
-                message = bytes(data[start:end - 2] if end <= len(data) else data[start:])
-                first_line_end = message.find(b"\n") + 1
-                body = _MBOXRD_QUOTED.sub(rb"\1", message[first_line_end:])
-                yield f"{path}:{number}", body
+            yield from _split_mbox(str(path), data)
 
 
-def _files_under(folder: Path) -> Iterator[Path]:
+def _split_mbox(name: str, data: bytes | mmap.mmap) -> Iterator[tuple[str, bytes]]:
+    starts = [m.start(1) for m in _MBOX_SEPARATOR.finditer(data)]
+    if not starts:
+        yield f"{name}:1", bytes(data)
+        return
+    starts.append(len(data) + 2)
+    for number, (start, end) in enumerate(itertools.pairwise(starts), 1):
+        message = bytes(data[start:end - 2] if end <= len(data) else data[start:])
+        first_line_end = message.find(b"\n") + 1
+        body = _MBOXRD_QUOTED.sub(rb"\1", message[first_line_end:])
+        yield f"{name}:{number}", body
+
+
+def _files_under(folder: str) -> list[str]:
+    """Every non-hidden file under ``folder`` (no Maildir ``tmp``), sorted by relative path.
+
+    Plain strings and ``os.scandir``: a corpus folder has thousands of files, and
+    ``pathlib`` objects and per-file ``stat`` calls would cost more than reading them.
+    """
+    found: list[tuple[str, str]] = []
+    folder = os.path.normpath(folder)
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
+        if os.path.basename(root) == "tmp" and is_maildir(Path(root).parent):
+            continue
+        relative_root = os.path.relpath(root, folder)
+        for name in files:
             if not name.startswith("."):
-                yield Path(root) / name
+                relative = name if relative_root == "." else os.path.join(relative_root, name)
+                found.append((relative, os.path.join(root, name)))
+    found.sort()
+    return [path for _, path in found]
 
 
 def iter_messages(paths: list[str], skipped: list[str] | None = None
@@ -95,23 +126,38 @@ def iter_messages(paths: list[str], skipped: list[str] | None = None
                     if file.is_file() and not file.name.startswith("."):
                         yield str(file), file.read_bytes()
         elif path.is_dir():
-            for file in sorted(_files_under(path), key=lambda p: str(p.relative_to(path))):
-                if is_maildir(file.parent.parent) and file.parent.name == "tmp":
-                    continue
+            for file in _files_under(name):
                 yield from _file_messages(file, skipped)
         elif path.exists():
-            yield from _file_messages(path, skipped, explicit=True)
+            yield from _file_messages(name, skipped, explicit=True)
         else:
             raise FileNotFoundError(f"{name}: no such file or folder")
 
 
-def _file_messages(file: Path, skipped: list[str] | None, explicit: bool = False
+# Files up to this size are read whole (one read, no mmap); larger ones are mapped.
+_READ_WHOLE = 32 * 1024 * 1024
+
+
+def _file_messages(file: str, skipped: list[str] | None, explicit: bool = False
                    ) -> Iterator[tuple[str, bytes]]:
-    if is_mbox(file):
-        yield from read_mbox(file)
+    """The message(s) in one file: read once, then told apart as an mbox or one message."""
+    try:
+        handle = open(file, "rb")  # noqa: SIM115 - closed below, also on the mmap path
+    except IsADirectoryError:
         return
-    data = file.read_bytes()
-    if explicit or looks_like_message(data[:4096]):
-        yield str(file), data
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > _READ_WHOLE:
+            if handle.read(5) == b"From ":
+                with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                    if _named_like_mbox(Path(file)) or _holds_several(mapped):
+                        yield from _split_mbox(file, mapped)
+                        return
+            handle.seek(0)
+        data = handle.read()
+    if data.startswith(b"From ") and (_named_like_mbox(Path(file)) or _holds_several(data)):
+        yield from _split_mbox(file, data)
+    elif explicit or looks_like_message(data[:4096]):
+        yield file, data
     elif skipped is not None:
-        skipped.append(str(file))
+        skipped.append(file)
