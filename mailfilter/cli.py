@@ -127,13 +127,13 @@ def filter_main(argv: Sequence[str] | None = None) -> int:
 
 # -- dupfilter-db ------------------------------------------------------------------------
 
-def _analyse_chunk(raws: list[bytes], settings: FingerprintSettings
+def _analyse_chunk(raws: list[bytes], settings: FingerprintSettings, keep_headers: bool = True
                    ) -> list[Analysis | Exception]:
     """Worker side: analyse several messages per round trip (less pickling overhead)."""
     out: list[Analysis | Exception] = []
     for raw in raws:
         try:
-            out.append(analyse(raw, settings))
+            out.append(analyse(raw, settings, keep_headers=keep_headers))
         except Exception as error:  # noqa: BLE001 - report, go on with the rest
             out.append(error)
     return out
@@ -147,6 +147,7 @@ def _analysed(messages: Iterator[tuple[str, bytes]], settings: Settings, jobs: i
     fingerprinting while the caller does the store work.
     """
     fp_settings = settings.fingerprint
+    keep_headers = bool(settings.policy.rules)   # only allow rules read them
     if jobs <= 1:
         for label, raw in messages:
             yield label, len(raw), _analyse_chunk([raw], fp_settings)[0]
@@ -159,7 +160,7 @@ def _analysed(messages: Iterator[tuple[str, bytes]], settings: Settings, jobs: i
                 if not chunk:
                     break
                 in_flight.append((chunk, pool.submit(
-                    _analyse_chunk, [raw for _, raw in chunk], fp_settings)))
+                    _analyse_chunk, [raw for _, raw in chunk], fp_settings, keep_headers)))
             if not in_flight:
                 return
             chunk, future = in_flight.popleft()

@@ -29,14 +29,20 @@ class Analysis:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-def analyse(raw: bytes, settings: FingerprintSettings) -> Analysis:
-    """Parse and fingerprint one message (pure; safe to run in a worker process)."""
+def analyse(raw: bytes, settings: FingerprintSettings, *, keep_headers: bool = True
+            ) -> Analysis:
+    """Parse and fingerprint one message (pure; safe to run in a worker process).
+
+    ``keep_headers=False`` leaves the header fields out (only allow rules read them), so
+    that a worker process has less to send back.
+    """
     message = parse(raw, max_body_bytes=settings.max_body_bytes)
     fp = fingerprints.compute(
         message, histogram=settings.histogram, ngram=settings.ngram,
         sketch_size=settings.sketch_size, stoplist=frozenset(settings.stoplist),
         chunk_average=settings.chunk_average, chunk_sample=settings.chunk_sample)
-    return Analysis(message.message_id, fp, message.defects, message.headers)
+    return Analysis(message.message_id, fp, message.defects,
+                    message.headers if keep_headers else ())
 
 
 class Engine:

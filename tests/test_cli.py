@@ -259,3 +259,29 @@ def test_stats_plot_draws_a_png(tmp_path: Path) -> None:
     result = run(DUPFILTER_DB, "--db", str(store), "stats", "--plot", str(picture))
     assert result.returncode == 0, result.stderr
     assert picture.read_bytes().startswith(b"\x89PNG") and picture.stat().st_size > 5000
+
+
+def test_scan_with_worker_processes_applies_allow_rules(tmp_path: Path) -> None:
+    """Fingerprinting runs in worker processes; the header fields allow rules read must
+    still reach the rules (and a skipped message is never recorded)."""
+    config = tmp_path / "dupfilter.toml"
+    config.write_text('[policy]\nrules = [{ name = "cron", field = "from", '
+                      'pattern = "^cron@", action = "skip" }]\n')
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    for number in range(40):
+        sender = "cron@host.example" if number % 2 else "ann@example.org"
+        (folder / f"{number:03d}.eml").write_bytes(make_message(
+            paragraph_text(number // 4), sender=sender, message_id=None))
+    result = run(DUPFILTER_DB, "--db", str(tmp_path / "db"), "--config", str(config),
+                 "scan", "--json", "--jobs", "2", str(folder))
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 40
+    for number, row in enumerate(rows):
+        if number % 2:
+            assert row["skipped_by"] == "cron" and row["verdict"] == "unique"
+        else:
+            assert row["skipped_by"] is None
+    # ann's second copy of each text is a duplicate; cron's are never recorded
+    assert [row["verdict"] for row in rows[0::2]] == ["unique", "duplicate"] * 10

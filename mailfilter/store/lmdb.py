@@ -301,7 +301,6 @@ class LmdbStore:
         if probe.histogram_window > 0:
             self._histogram_window(txn, probe, result)
         if probe.sketch_index or probe.tail_hashes:
-            hits: Counter[int] = Counter()
             cursor = txn.cursor(db=self.index["by_shingle"])
             common = frozenset(value for value in probe.tail_hashes
                                if cursor.set_key(_U32.pack(value))
@@ -309,17 +308,18 @@ class LmdbStore:
             result.common = common
             # Boilerplate finds every message of a list: skip it, unless it is all there is.
             index = [v for v in probe.sketch_index if v not in common] or probe.sketch_index
+            found: list[int] = []
             for value in index:
-                hits.update(self._postings(cursor, _U32.pack(value), probe.posting_cap))
+                found += self._postings(cursor, _U32.pack(value), probe.posting_cap)
             result.by_shingle = {doc_id: count for doc_id, count in
-                                 hits.most_common(probe.max_candidates)
+                                 Counter(found).most_common(probe.max_candidates)
                                  if count >= probe.min_shared}
         if probe.chunk_index:
-            hits = Counter()
+            found = []
             cursor = txn.cursor(db=self.index["by_chunk"])
             for value in probe.chunk_index:
-                hits.update(self._postings(cursor, _u64(value), probe.posting_cap))
-            result.by_chunk = dict(hits.most_common(probe.max_candidates))
+                found += self._postings(cursor, _u64(value), probe.posting_cap)
+            result.by_chunk = dict(Counter(found).most_common(probe.max_candidates))
         wanted = (set(result.by_message_id) | set(result.by_digest) | set(result.by_histogram)
                   | set(result.by_shingle) | set(result.by_chunk))
         for doc_id in wanted:
