@@ -410,8 +410,9 @@ class DupfilterMilter(Milter.Base):
                 raise RuntimeError("store unavailable")
             engine.record(verdict)
             return "yes"
-        except Exception as error:  # the message is accepted anyway
-            rt.logger.warning("queue=%s cannot record the message: %s", queue_id, error)
+        except Exception as error:  # the message is accepted anyway (its line says failed)
+            rt.store_warnings.warn("record", "cannot record an accepted message (queue %s): "
+                                   "%s", queue_id, error)
             return "failed"
 
     def _plan(self, verdict: Verdict) -> Plan:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -46,3 +47,16 @@ def corpus_messages(corpus_dir: Path) -> list[Path]:
     files = sorted(corpus_dir.rglob("*.txt"))
     assert len(files) == 6046, f"expected 6,046 corpus messages, found {len(files)}"
     return files
+
+
+@pytest.fixture
+def tiny_filesystem(tmp_path: Path):  # noqa: ANN201
+    """A 4 MB tmpfs, for a store that fills its disk (tests run as root, as CI does)."""
+    mount_point = tmp_path / "tiny"
+    mount_point.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)],
+                   check=True)
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)

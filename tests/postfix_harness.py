@@ -110,6 +110,7 @@ class Delivery:
     sender: str
     recipients: tuple[str, ...]
     data: bytes
+    received: float = 0.0            # time.monotonic() at the sink's 250 (0: unknown)
 
     def header(self, name: str) -> list[str]:
         """Values of every ``name:`` header of the delivered copy (unfolded)."""
@@ -218,7 +219,7 @@ class SmtpSink:
                         self.recipient_count += len(rcpts)
                         if self.keep:
                             self.messages.append(Delivery("sink", sender, tuple(rcpts),
-                                                          b"".join(lines)))
+                                                          b"".join(lines), time.monotonic()))
                         self._lock.notify_all()
                     say("250 2.0.0 Ok: queued")
                 elif verb == b"RSET":
@@ -353,16 +354,18 @@ class PostfixHarness:
 
     # ------------------------------------------------------------------ mail
 
-    def smtp(self, timeout: float = 30.0) -> smtplib.SMTP:
-        """An open smtplib connection to the instance's smtpd (caller quits it)."""
-        return smtplib.SMTP(self.host, self.port, local_hostname="client.harness.test",
+    def smtp(self, timeout: float = 30.0, port: int | None = None) -> smtplib.SMTP:
+        """An open smtplib connection to the instance's smtpd, or to another listener of
+        it on ``port`` (caller quits it)."""
+        return smtplib.SMTP(self.host, port or self.port, local_hostname="client.harness.test",
                             timeout=timeout)
 
-    def send(self, raw: bytes | str, sender: str, recipients: Sequence[str]
-             ) -> dict[str, tuple[int, bytes]]:
-        """Send one message; returns the refused recipients; raises smtplib errors."""
+    def send(self, raw: bytes | str, sender: str, recipients: Sequence[str],
+             port: int | None = None) -> dict[str, tuple[int, bytes]]:
+        """Send one message (to ``port``, default the main smtpd); returns the refused
+        recipients; raises smtplib errors."""
         data = raw.encode("utf-8") if isinstance(raw, str) else raw
-        with self.smtp() as client:
+        with self.smtp(port=port) as client:
             return client.sendmail(sender, list(recipients), data)
 
     def deliveries(self, recipient: str | None = None) -> list[Delivery]:

@@ -30,19 +30,6 @@ def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(list(args), input=stdin, capture_output=True, timeout=120)
 
 
-@pytest.fixture
-def tiny_filesystem(tmp_path: Path):  # noqa: ANN201
-    """A 4 MB tmpfs (tests run as root, as CI does)."""
-    mount_point = tmp_path / "tiny"
-    mount_point.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)],
-                   check=True)
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
 def test_full_disk_passes_mail_and_recovers(tiny_filesystem: Path, settings: Settings) -> None:
     store = tiny_filesystem / "store"
     with Engine(settings, str(store)) as engine:

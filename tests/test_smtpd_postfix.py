@@ -11,13 +11,9 @@ Everything is started here: a private Postfix (tests/postfix_harness.py) and the
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
 import smtplib
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -26,66 +22,9 @@ from pathlib import Path
 import pytest
 from helpers import make_message, paragraph_text
 from postfix_harness import PostfixHarness, free_port, wait_for_port
+from smtpd_support import SmtpdDaemon, filter_master_cf
 
-
-def filter_master_cf(filter_port: int, reinject_port: int, proxy_port: int,
-                     proxy_filter_port: int) -> list[str]:
-    """master.cf lines of both modes (docs/postfix.md shows the same entries)."""
-    return [
-        f"127.0.0.1:{proxy_port} inet n  -       n       -       10      smtpd",
-        f"  -o smtpd_proxy_filter=127.0.0.1:{proxy_filter_port}",
-        "  -o smtpd_client_connection_count_limit=10",
-        "scan      unix  -       -       n       -       10      smtp",
-        "  -o smtp_send_xforward_command=yes",
-        "  -o disable_mime_output_conversion=yes",
-        "  -o smtp_generic_maps=",
-        f"127.0.0.1:{reinject_port} inet n  -       n       -       10      smtpd",
-        "  -o content_filter=",
-        "  -o receive_override_options=no_unknown_recipient_checks,no_header_body_checks,"
-        "no_milters",
-        "  -o smtpd_helo_restrictions=",
-        "  -o smtpd_client_restrictions=",
-        "  -o smtpd_sender_restrictions=",
-        "  -o smtpd_relay_restrictions=",
-        "  -o smtpd_recipient_restrictions=$reinject_recipient_restrictions",
-        "  -o mynetworks=127.0.0.0/8",
-        "  -o smtpd_authorized_xforward_hosts=127.0.0.0/8",
-    ]
-
-
-class Daemon:
-    """``dupfilter-smtpd`` as a process; stderr goes to a file."""
-
-    def __init__(self, root: Path, port: int, next_hop: int, config: str = "",
-                 name: str = "dupfilter-smtpd") -> None:
-        self.root, self.port, self.next_hop, self.name = root, port, next_hop, name
-        self.config = root / f"{name}.toml"
-        self.config.write_text(config)      # empty: all defaults (tag everything)
-        self.logfile = root / f"{name}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.logfile, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "mailfilter.smtpd", "--config", str(self.config),
-                 "--listen", f"127.0.0.1:{self.port}", "--next-hop",
-                 f"127.0.0.1:{self.next_hop}", "--db", str(self.root / f"{self.name}.db"),
-                 "--allow-root"], stdout=subprocess.DEVNULL, stderr=log,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        wait_for_port("127.0.0.1", self.port)
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(40)
-        self.proc = None
-        return code
-
-    def log(self) -> str:
-        return self.logfile.read_text(errors="replace")
-
-
-Loop = tuple[PostfixHarness, Daemon, Daemon, int]
+Loop = tuple[PostfixHarness, SmtpdDaemon, SmtpdDaemon, int]
 
 
 @pytest.fixture(scope="module")
@@ -104,10 +43,10 @@ def loop() -> Iterator[Loop]:
                                    proxy_filter_port),
         smtpd_options=[f"content_filter=scan:[127.0.0.1]:{filter_port}",
                        "receive_override_options=no_address_mappings"])
-    daemon = Daemon(root, filter_port, reinject_port)
-    proxy = Daemon(root, proxy_filter_port, reinject_port, name="proxy",
-                   config='[smtpd]\nmode = "proxy"\nreject_message = "Duplicate, not '
-                          'accepted again"\n[smtpd.actions]\nduplicate = "reject"\n')
+    daemon = SmtpdDaemon(root, filter_port, reinject_port)
+    proxy = SmtpdDaemon(root, proxy_filter_port, reinject_port, name="proxy",
+                        config='[smtpd]\nmode = "proxy"\nreject_message = "Duplicate, not '
+                               'accepted again"\n[smtpd.actions]\nduplicate = "reject"\n')
     daemon.start()
     proxy.start()
     try:
