@@ -51,16 +51,15 @@ def sketch_comparison(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int
     A's sampled hashes also in B estimates |A∩B| / |A|.
     """
     set_a, set_b = set(sketch_a), set(sketch_b)
-    sample = sorted(set_a | set_b)[:k]
-    if not sample:
+    union = sorted(set_a | set_b)
+    if not union:
         return 0.0, 0.0
-    both = of_a = 0
-    for value in sample:
-        if value in set_a:
-            of_a += 1
-            if value in set_b:
-                both += 1
-    return both / len(sample), (both / of_a if of_a else 0.0)
+    sample_size = min(k, len(union))
+    largest = union[sample_size - 1]           # the sample is every hash up to this one
+    both = sum(1 for value in set_a & set_b if value <= largest)
+    of_a = sum(1 for value in set_a if value <= largest) if sample_size < len(union) \
+        else len(set_a)
+    return both / sample_size, (both / of_a if of_a else 0.0)
 
 
 def sketch_resemblance(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int) -> float:

@@ -291,6 +291,28 @@ class LmdbStore:
             found.append(_U64.unpack(cursor.value())[0])
         return found
 
+    def _posting_ids(self, cursor: lmdb.Cursor, keys: list[bytes], cap: int) -> list[int]:
+        """The newest ``cap`` ids under each of ``keys`` (same-length keys), all together.
+
+        Short lists (nearly all of them) are read in one ``getmulti`` call; a list longer
+        than ``cap`` (a common shingle) is read from its end, so it never costs more than
+        ``cap`` entries.
+        """
+        short = []
+        found: list[int] = []
+        for key in keys:
+            if not cursor.set_key(key):
+                continue
+            if cursor.count() <= cap:
+                short.append(key)
+            else:
+                found += self._postings(cursor, key, cap)
+        if short:
+            packed = cursor.getmulti(short, dupdata=True, dupfixed_bytes=8, keyfixed=True)
+            entry = struct.Struct(f">{len(short[0])}xQ")   # key, then the id
+            found += [id_ for (id_,) in entry.iter_unpack(packed)]
+        return found
+
     def _lookup(self, txn: lmdb.Transaction, probe: Probe) -> Candidates:
         result = Candidates()
         cursor = txn.cursor(db=self.index["by_msgid"])
@@ -308,17 +330,15 @@ class LmdbStore:
             result.common = common
             # Boilerplate finds every message of a list: skip it, unless it is all there is.
             index = [v for v in probe.sketch_index if v not in common] or probe.sketch_index
-            found: list[int] = []
-            for value in index:
-                found += self._postings(cursor, _U32.pack(value), probe.posting_cap)
+            found = self._posting_ids(cursor, [_U32.pack(value) for value in index],
+                                      probe.posting_cap)
             result.by_shingle = {doc_id: count for doc_id, count in
                                  Counter(found).most_common(probe.max_candidates)
                                  if count >= probe.min_shared}
         if probe.chunk_index:
-            found = []
             cursor = txn.cursor(db=self.index["by_chunk"])
-            for value in probe.chunk_index:
-                found += self._postings(cursor, _u64(value), probe.posting_cap)
+            found = self._posting_ids(cursor, [_u64(value) for value in probe.chunk_index],
+                                      probe.posting_cap)
             result.by_chunk = dict(Counter(found).most_common(probe.max_candidates))
         wanted = (set(result.by_message_id) | set(result.by_digest) | set(result.by_histogram)
                   | set(result.by_shingle) | set(result.by_chunk))
