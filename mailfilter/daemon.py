@@ -193,6 +193,54 @@ def load_daemon_settings(args: argparse.Namespace) -> Settings:
     return settings
 
 
+# Sections a running daemon cannot take over on SIGHUP: the store stays open, and
+# fingerprints, detector and rules must stay those the store's records were made with.
+_RESTART_SECTIONS = ("store", "fingerprint", "detector", "policy", "metrics")
+
+
+def reload_settings(running: Settings, load: Callable[[], Settings], section: str,
+                    restart_keys: Iterable[str], logger: logging.Logger) -> bool:
+    """SIGHUP in either daemon: apply a fresh copy of the front end's own section.
+
+    ``load`` reads the file again (with the command line's overrides).  A file that does
+    not load keeps the running settings and says why.  Keys in ``restart_keys`` (the
+    socket, say) and the other sections are only compared: a change is logged as taking
+    effect after a restart.  The log level changes at once.  Connections in progress are
+    not touched; each new message reads the section afresh.  True if applied.
+    """
+    sd_notify("RELOADING=1")
+    try:
+        try:
+            fresh = load()
+        except (ConfigError, DaemonError, OSError) as error:
+            logger.error("SIGHUP: configuration not reloaded, keeping the running one: %s",
+                         error)
+            return False
+        current, wanted = getattr(running, section), getattr(fresh, section)
+        restart = set(restart_keys)
+        for name in current.__dataclass_fields__:
+            value = getattr(wanted, name)
+            if name not in restart:
+                setattr(current, name, value)
+            elif value != getattr(current, name):
+                logger.warning("SIGHUP: %s.%s changed; it takes effect after a restart",
+                               section, name)
+        for other in _RESTART_SECTIONS:
+            if getattr(fresh, other) != getattr(running, other):
+                logger.warning("SIGHUP: [%s] changed; it takes effect after a restart", other)
+        running.log.level = fresh.log.level
+        level = logging.getLevelName(fresh.log.level.upper())
+        logger.setLevel(level if isinstance(level, int) else logging.INFO)
+        actions = current.actions
+        logger.info("configuration reloaded from %s (unique=%s duplicate=%s "
+                    "near-duplicate=%s on_error=%s)", fresh.source or "defaults",
+                    actions.unique, actions.duplicate, actions.near_duplicate,
+                    current.on_error)
+        return True
+    finally:
+        sd_notify("READY=1")
+
+
 def exit_on_config_error(program: str, error: ConfigError | DaemonError) -> int:
     """Print a start-up error the way every daemon does; returns the exit status (2)."""
     print(f"{program}: {error}", file=sys.stderr)

@@ -38,6 +38,7 @@ from mailfilter.daemon import (
     install_shutdown_handler,
     load_daemon_settings,
     log_verdict,
+    reload_settings,
     sd_notify,
     set_socket_permissions,
     setup_logging,
@@ -60,6 +61,8 @@ STORE_RETRY_SECONDS = 10.0
 SHUTDOWN_GRACE_SECONDS = 30.0
 SWITCH_INTERVAL = 0.0005
 SHUTDOWN_SIGNALS = {signal.SIGHUP, signal.SIGINT, signal.SIGTERM}
+# [milter] keys that SIGHUP cannot change: the socket is open and libmilter has its timeout.
+_RESTART_KEYS = ("socket", "socket_mode", "socket_group", "timeout")
 _INET = re.compile(r"^inet6?:(\d+)(?:@(.*))?$")
 
 
@@ -727,9 +730,10 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
         if reload_requested.is_set():
             reload_requested.clear()
             stop.clear()
-            sd_notify("RELOADING=1")
-            apply_reload(runtime, reload)
-            sd_notify("READY=1")
+            if reload is None:
+                logger.warning("SIGHUP: nothing to reload")
+            else:
+                reload_settings(runtime.settings, reload, "milter", _RESTART_KEYS, logger)
         if runtime.stopping or failure:
             break
     signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)
@@ -755,35 +759,6 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
     runtime.close()
     logger.info("%s stopped", PROGRAM)
     return 1 if failure else 0
-
-
-def apply_reload(runtime: Runtime, reload: Callable[[], Settings] | None) -> None:
-    """SIGHUP: take the new ``[milter]`` settings (actions, texts, on_error, limits) and
-    log level.  Store, detector and fingerprint settings, and the socket, need a restart."""
-    logger = runtime.logger
-    if reload is None:
-        logger.warning("SIGHUP: nothing to reload")
-        return
-    try:
-        new = reload()
-    except (ConfigError, OSError) as error:
-        logger.error("SIGHUP: configuration not reloaded, keeping the old one: %s", error)
-        return
-    old = runtime.settings
-    if new.milter.socket != old.milter.socket:
-        logger.warning("SIGHUP: milter.socket changed; it takes effect after a restart")
-        new.milter.socket = old.milter.socket
-    for section in ("store", "fingerprint", "detector", "policy"):
-        if getattr(new, section, None) != getattr(old, section, None):
-            logger.warning("SIGHUP: [%s] changed; it takes effect after a restart", section)
-    old.milter = new.milter
-    level = logging.getLevelName(new.log.level.upper())
-    if isinstance(level, int):
-        logger.setLevel(level)
-    actions = new.milter.actions
-    logger.info("configuration reloaded (unique=%s duplicate=%s near-duplicate=%s "
-                "on_error=%s)", actions.unique, actions.duplicate, actions.near_duplicate,
-                new.milter.on_error)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import re
 import signal
@@ -29,7 +30,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ from mailfilter.daemon import (
     exit_on_config_error,
     load_daemon_settings,
     log_verdict,
+    reload_settings,
     sd_notify,
     setup_logging,
     verdict_fields,
@@ -85,6 +87,10 @@ _REWRITES = {
     "552 Error: message size exceeds fixed maximum message size":
         "552 5.3.4 Message size exceeds fixed maximum message size",
 }
+
+# [smtpd] keys that SIGHUP cannot change: the listening socket, the next-hop pool and
+# the mode are set up at start.
+_RESTART_KEYS = ("listen", "next_hop", "mode")
 
 
 # ----------------------------------------------------------------------------- replies
@@ -1128,7 +1134,9 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, lambda: reload_settings(settings, args, logger))
+    loop.add_signal_handler(signal.SIGHUP, functools.partial(
+        reload_settings, settings, _settings_loader(args, settings), "smtpd", _RESTART_KEYS,
+        logger))
     try:
         await server.start(sock=sock)
         serving = metrics.start(settings.metrics, "smtpd",
@@ -1149,30 +1157,18 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
     return 0
 
 
-def reload_settings(settings: Settings, args: argparse.Namespace,
-                    logger: logging.Logger) -> None:
-    """SIGHUP: re-read the file and apply what can change without dropping connections —
-    the ``[smtpd]`` actions, ``on_error``, reply text, timeout and the log level.  A file
-    that does not load keeps the running settings (and says why)."""
-    sd_notify("RELOADING=1")
-    try:
+def _settings_loader(args: argparse.Namespace, running: Settings) -> Callable[[], Settings]:
+    """The settings as at start-up (file, then flags), for SIGHUP; the mode stays."""
+    def load() -> Settings:
         fresh = load_daemon_settings(args)
-        fresh.smtpd.mode = settings.smtpd.mode
+        if args.listen:
+            fresh.smtpd.listen = args.listen
+        if args.next_hop:
+            fresh.smtpd.next_hop = args.next_hop
+        fresh.smtpd.mode = running.smtpd.mode
         check_mode(fresh)
-    except (ConfigError, DaemonError) as error:
-        logger.warning("reload failed, keeping the running settings: %s", error)
-        sd_notify("READY=1")
-        return
-    for key in ("actions", "on_error", "reject_message", "timeout"):
-        setattr(settings.smtpd, key, getattr(fresh.smtpd, key))
-    settings.log.level = fresh.log.level
-    level = logging.getLevelName(fresh.log.level.upper())
-    logger.setLevel(level if isinstance(level, int) else logging.INFO)
-    logger.info("reloaded %s (unique=%s duplicate=%s near-duplicate=%s on_error=%s)",
-                fresh.source or "defaults", settings.smtpd.actions.unique,
-                settings.smtpd.actions.duplicate, settings.smtpd.actions.near_duplicate,
-                settings.smtpd.on_error)
-    sd_notify("READY=1")
+        return fresh
+    return load
 
 
 def main(argv: Sequence[str] | None = None) -> int:
