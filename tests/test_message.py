@@ -216,3 +216,40 @@ def test_text_less_html_is_fingerprinted_by_its_markup() -> None:
     html = b'<html><body><a href="http://spam.example/"><img src="cid:1"></a></body></html>'
     msg = parse(b"Content-Type: text/html\n\n" + html)
     assert msg.text.strip() == "" and msg.attachments[0].data == html
+
+
+def test_multipart_boundaries_as_rfc_2046_defines_them() -> None:
+    """Nested parts whose boundary starts with the outer one, transport padding after a
+    delimiter, CRLF line ends, a preamble and an epilogue, RFC 2231 file names."""
+    raw = (
+        b"Subject: nested\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/mixed; boundary="outer"\r\n\r\n'
+        b"preamble words that nobody reads\r\n"
+        b"--outer  \r\n"                                       # transport padding
+        b'Content-Type: multipart/alternative; boundary="outer-inner"\r\n\r\n'
+        b"--outer-inner\r\nContent-Type: text/plain\r\n\r\nthe plain text alternative\r\n"
+        b"--outer-inner\r\nContent-Type: text/html\r\n\r\n<p>the html alternative</p>\r\n"
+        b"--outer-inner--\r\n"
+        b"--outer\r\nContent-Type: application/pdf\r\nContent-Transfer-Encoding: base64\r\n"
+        b"Content-Disposition: attachment; filename*=UTF-8''r%C3%A9sum%C3%A9.pdf\r\n\r\n"
+        b"JVBERi0xLjQK\r\n"
+        b"--outer--\r\nepilogue words that nobody reads\r\n")
+    msg = parse(raw)
+    assert msg.text.strip() == "the plain text alternative"
+    assert [(a.content_type, a.filename, a.data) for a in msg.attachments] == [
+        ("application/pdf", "résumé.pdf", b"%PDF-1.4\n")]
+    assert msg.defects == ()
+
+
+def test_broken_multipart_still_gives_text() -> None:
+    no_boundary = b"Content-Type: multipart/mixed\n\nsome words in a body without parts\n"
+    assert "some words" in parse(no_boundary).text
+    unclosed = (b"Content-Type: multipart/mixed; boundary=zz\n\n--zz\n"
+                b"Content-Type: text/plain\n\nwords of the only part\n")
+    msg = parse(unclosed)
+    assert msg.text.strip() == "words of the only part"
+    assert any("closing boundary" in d for d in msg.defects)
+    forwarded = (b"Content-Type: multipart/mixed; boundary=m\n\n--m\n"
+                 b"Content-Type: message/rfc822\n\nSubject: inner\n\nthe forwarded words\n"
+                 b"--m--\n")
+    assert parse(forwarded).text.strip() == "the forwarded words"
