@@ -12,7 +12,10 @@ own Engine or MinHashLSH on the same store, all started together):
   ``[^\\W_]+`` tokens and shingled into word 5-grams, a ``MinHash(num_perm=128)`` of them, then
   ``MinHashLSH(threshold=0.5, storage_config={'type': 'redis', ...})``: query, and insert
   when nothing similar is known (bench/peers/datasketch_peer.py's loop);
-* ``datasketch memory``: the same LSH in process memory, one process, for reference.
+* ``datasketch memory``: the same LSH in process memory, one process, for reference;
+* ``dupfilter-db import``: the batch command as shipped (``--jobs 1``: one process, like the
+  peers) on a fresh LMDB folder and on the Redis server; messages per second from the
+  command's own elapsed time (it prints it), so interpreter start-up is left out.
 
 Columns: messages per second over the whole run (wall clock from the first worker's first
 message to the last worker's last), and per message the milliseconds of fingerprinting
@@ -166,6 +169,27 @@ class Row:
     found: list[int] = field(default_factory=list)
 
 
+def run_import(row: Row, folder: Path, db: str, scratch: Path) -> None:
+    """One round of a ``dupfilter-db import --jobs 1`` row (default settings)."""
+    config = scratch / "empty.toml"
+    config.write_text("")
+    env = dict(os.environ, DUPFILTER_CONFIG=str(config), PYTHONPATH=os.pathsep.join(
+        p for p in (str(row.repo), os.environ.get("PYTHONPATH")) if p))
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from mailfilter.cli import db_main; "
+         "sys.exit(db_main(sys.argv[1:]))", "--db", db, "import", "--jobs", "1",
+         str(folder)], capture_output=True, text=True, env=env, timeout=3600)
+    line = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    found = re.search(r"imported (\d+) messages \((\d+) unique.* in ([0-9.]+) s", line)
+    if done.returncode or not found:
+        raise RuntimeError(f"{row.name}: {done.stderr.strip() or line}")
+    messages, unique, seconds = int(found[1]), int(found[2]), float(found[3])
+    row.rate.append(messages / seconds)
+    row.fingerprint_ms.append(float("nan"))
+    row.store_ms.append(float("nan"))
+    row.found.append(messages - unique)
+
+
 def run_row(row: Row, files: list[str], redis: Redis, scratch: Path, round_no: int) -> None:
     """One round of ``row``: fresh store, workers started together, their timings read."""
     redis.client.flushall()
@@ -173,6 +197,9 @@ def run_row(row: Row, files: list[str], redis: Redis, scratch: Path, round_no: i
     if "LMDB" in row.name:
         db = str(scratch / f"lmdb-{round_no}-{row.processes}")
         shutil.rmtree(db, ignore_errors=True)
+    if row.tool == "import":
+        run_import(row, scratch / "messages", db, scratch)
+        return
     quarter = -(-len(files) // row.processes)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(row.repo), os.environ.get("PYTHONPATH")) if p))
@@ -248,27 +275,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", type=Path, metavar="CHECKOUT",
                         help="also run the dupfilter Redis rows with another checkout's "
                              "mailfilter (e.g. one with a detector change)")
+    parser.add_argument("--no-import", action="store_true",
+                        help="leave out the dupfilter-db import rows")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(_worker(json.loads(Path(args.worker).read_text()))))
         return 0
     many = args.processes
+    compare = args.compare.resolve() if args.compare else None
     rows = [Row("dupfilter LMDB", "dupfilter", 1), Row("dupfilter Redis", "dupfilter", 1),
+            *([Row("dupfilter Redis [compare]", "dupfilter", 1, compare)] if compare else []),
             Row("datasketch Redis", "datasketch-redis", 1),
+            *([] if args.no_import else [Row("dupfilter-db import LMDB", "import", 1),
+                                         Row("dupfilter-db import Redis", "import", 1)]),
             Row(f"dupfilter LMDB x{many}", "dupfilter", many),
             Row(f"dupfilter Redis x{many}", "dupfilter", many),
+            *([Row(f"dupfilter Redis x{many} [compare]", "dupfilter", many, compare)]
+              if compare else []),
             Row(f"datasketch Redis x{many}", "datasketch-redis", many),
             Row("datasketch memory", "datasketch-memory", 1)]
-    if args.compare:
-        rows[2:2] = [Row("dupfilter Redis [compare]", "dupfilter", 1, args.compare.resolve())]
-        rows[6:6] = [Row(f"dupfilter Redis x{many} [compare]", "dupfilter", many,
-                         args.compare.resolve())]
     with tempfile.TemporaryDirectory(prefix="dupfilter-redis-bench-") as tmp:
         scratch = Path(tmp)
         with tarfile.open(args.corpus) as tar:
             tar.extractall(scratch / "corpus", filter="data")
         files = [str(p) for p in sorted((scratch / "corpus").rglob("*.txt"))][:args.limit]
+        # The import rows read a folder: the same messages, in the same order.
+        (scratch / "messages").mkdir()
+        for number, name in enumerate(files):
+            (scratch / "messages" / f"{number:06d}.txt").symlink_to(name)
         redis = Redis(scratch)
         try:
             print(f"{len(files)} messages, {args.rounds} rounds, {os.cpu_count()} CPUs, "
@@ -288,9 +323,21 @@ def main(argv: list[str] | None = None) -> int:
           f"{'store x ds':>10} {'found':>6}")
     for row in rows:
         peer = reference.get(row.processes, reference[1])
-        print(f"{row.name:<30} {med(row.rate):8.0f} {med(row.fingerprint_ms):7.3f} "
-              f"{med(row.store_ms):9.3f} {med(row.rate) / med(peer.rate):6.1f} "
-              f"{med(peer.store_ms) / med(row.store_ms):10.1f} {med(row.found):6.0f}")
+        if row.tool == "import":   # no split into fingerprint and store time
+            times = f"{'-':>7} {'-':>9}"
+            store_ratio = "-"
+        else:
+            times = f"{med(row.fingerprint_ms):7.3f} {med(row.store_ms):9.3f}"
+            store_ratio = f"{med(peer.store_ms) / med(row.store_ms):.1f}"
+        print(f"{row.name:<30} {med(row.rate):8.0f} {times} "
+              f"{med(row.rate) / med(peer.rate):6.1f} {store_ratio:>10} "
+              f"{med(row.found):6.0f}")
+    many_peer = reference.get(many)
+    if many_peer is not None and not args.no_import:
+        for row in rows:
+            if row.tool == "import":
+                print(f"{row.name}: {med(row.rate) / med(many_peer.rate):.1f} x datasketch "
+                      f"Redis x{many}")
     print("\n" + memory)
     return 0
 

@@ -174,13 +174,17 @@ class Detector:
         scoped = self.settings.scope == "recipient" and bool(recipients)
         recipient_keys = {recipient_key(r): r for r in recipients} if scoped else {}
         evidence: list[Evidence] = []
+        # Once per check, not per candidate (a large histogram window yields max_candidates).
+        message_key = message_id_key(message_id)
+        sketch_set = frozenset(fp.sketch)
         for doc_id, record in candidates.records.items():
             found_by = [name for name, ids in (
                 ("message-id", candidates.by_message_id), ("digest", candidates.by_digest),
                 ("histogram", candidates.by_histogram), ("shingles", candidates.by_shingle),
                 ("attachments", candidates.by_chunk)) if doc_id in ids]
-            item = self._weigh(fp, message_id, record, found_by,
-                               candidates.by_histogram.get(doc_id), candidates.common)
+            item = self._weigh(fp, message_key, record, found_by,
+                               candidates.by_histogram.get(doc_id), candidates.common,
+                               sketch_set)
             if item.verdict != UNIQUE and scoped and record.recipients:
                 had = tuple(sorted(address for key, address in recipient_keys.items()
                                    if key in record.recipients))
@@ -206,20 +210,19 @@ class Detector:
             verdict.recorded_id = new.doc_id
         return verdict
 
-    def _weigh(self, fp: Fingerprint, message_id: str | None, record: Record,
+    def _weigh(self, fp: Fingerprint, key: bytes | None, record: Record,
                found_by: list[str], histogram_positions: int | None,
-               boilerplate: frozenset[int] = frozenset()) -> Evidence:
+               boilerplate: frozenset[int], sketch_set: frozenset[int]) -> Evidence:
         s = self.settings
         item = Evidence(record=record, found_by=found_by)
         if self._long_enough(fp) and self._long_enough(record):
             # Containment: how much of the stored message the new one holds (reported only).
             item.resemblance, item.containment = self._compare_sketches(
-                record.sketch, fp.sketch, boilerplate)
+                record.sketch, fp.sketch, boilerplate, sketch_set)
         item.histogram_positions, item.histogram_largest = histogram_distance(
             fp.histogram, record.histogram)
         if fp.chunks and record.chunks:
             item.attachment_similarity = chunk_similarity(fp.chunks, record.chunks)
-        key = message_id_key(message_id)
         if s.match_message_id and key is not None and key == record.message_id_key:
             item.verdict, item.reason, item.score = DUPLICATE, "message-id", 1.0
         elif fp.digest == record.digest and self._has_content(fp):
@@ -241,13 +244,19 @@ class Detector:
         return item
 
     def _compare_sketches(self, stored: tuple[int, ...], new: tuple[int, ...],
-                          boilerplate: frozenset[int]) -> tuple[float, float]:
+                          boilerplate: frozenset[int], new_set: frozenset[int]
+                          ) -> tuple[float, float]:
         """Sketch resemblance and containment, list boilerplate discounted.
 
         Shingles of a footer that many stored messages end with say nothing about this
         pair: both sketches lose them (the rest is still a bottom-k sample of what is
         left).  If too little would remain, the full sketches are compared.
+        Sketches that share no hash at all (``new_set`` is ``new`` as a set) resemble and
+        contain nothing: most candidates of a large histogram window are such, and this
+        answer costs one pass over ``stored``, not a sort.
         """
+        if new_set.isdisjoint(stored):
+            return 0.0, 0.0
         if boilerplate:
             stored_rest = [h for h in stored if h not in boilerplate]
             new_rest = [h for h in new if h not in boilerplate]

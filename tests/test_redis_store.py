@@ -48,7 +48,8 @@ def test_detector_behaviour_on_redis(name: str, engine: Engine) -> None:
 
 
 @pytest.mark.parametrize("name", ["test_duplicate_bumps_seen_instead_of_adding",
-                                  "test_histogram_window_is_one_vectorised_lookup"])
+                                  "test_histogram_window_is_one_vectorised_lookup",
+                                  "test_large_histogram_window_returns_the_closest_first"])
 def test_store_behaviour_on_redis(name: str, engine: Engine) -> None:
     getattr(test_store, name)(engine)
 

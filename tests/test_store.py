@@ -119,3 +119,52 @@ def test_store_left_half_created_is_completed(tmp_path: Path, settings: Settings
     store = LmdbStore(tmp_path, settings.fingerprint.store_parameters(), readonly=True)
     assert store.stats()["records"] == 0 and store.verify() == []
     store.close()
+
+
+def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> None:
+    """A window of hundreds of histograms (a million records put thousands in one) is
+    compared without missing any: the close ones come back closest first, at most
+    max_candidates of them."""
+    import random
+
+    from mailfilter.store import Probe, Record
+
+    rng = random.Random(7)
+    base = [rng.randrange(20, 200) for _ in range(36)]
+
+    def record(bins: list[int], number: int) -> Record:
+        return Record(histogram=bytes(bins), histogram_sum=sum(bins), histogram_chars=5000,
+                      sketch=(), shingle_count=0, word_count=900,
+                      digest=rng.randbytes(16), message_id_key=None,
+                      message_id=f"<w{number}@x>", first_seen=1000, last_seen=1000)
+
+    def moved(pairs: int) -> list[int]:   # ``pairs`` units moved between bins: same sum
+        bins = list(base)
+        positions = rng.sample(range(36), 2 * pairs)
+        for a, b in zip(positions[::2], positions[1::2], strict=True):
+            bins[a] += 1
+            bins[b] -= 1
+        return bins
+
+    def one_off() -> list[int]:
+        bins = list(base)
+        bins[rng.randrange(36)] += 1
+        return bins
+
+    kinds = ["far"] * 300 + ["two"] * 5 + ["one"] * 3 + ["same"] + ["far"] * 300
+    rng.shuffle(kinds)
+    made = {"far": lambda: moved(5), "two": lambda: moved(1), "one": one_off,
+            "same": lambda: list(base)}
+    records = [record(made[kind](), number) for number, kind in enumerate(kinds)]
+    ids = engine.store.atomically(lambda: [engine.store.add(r) for r in records])
+    kind_of = dict(zip(ids, kinds, strict=True))
+    probe = Probe(message_id_key=None, digest=bytes(16), histogram=bytes(base),
+                  histogram_sum=sum(base), histogram_window=2, histogram_max_positions=2,
+                  sketch_index=(), min_shared=1, chunk_index=(), posting_cap=48,
+                  max_candidates=6)
+    found = engine.store.lookup(probe)
+    assert found.histogram_window_size == len(records)
+    assert list(found.by_histogram.values()) == [0, 1, 1, 1, 2, 2]
+    assert [kind_of[i] for i in found.by_histogram] == ["same", "one", "one", "one", "two",
+                                                       "two"]
+    assert set(found.records) == set(found.by_histogram)

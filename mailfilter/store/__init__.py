@@ -95,25 +95,43 @@ class Record:
 
     @classmethod
     def decode(cls, doc_id: int, data: bytes) -> Record:
+        """The record encoded in ``data`` (positional construction and cached formats: a
+        check decodes up to ``max_candidates`` records, so this is on its hot path)."""
         (version, _flags, first_seen, last_seen, seen, histogram, histogram_sum,
          histogram_chars, shingle_count, word_count, digest, msgid_key, n_sketch, n_chunks,
          n_recipients, n_message_id) = _HEADER.unpack_from(data, 0)
         if version != SCHEMA_VERSION:
             raise StoreError(f"record {doc_id} has schema {version}, expected {SCHEMA_VERSION}")
         offset = _HEADER.size
-        sketch = struct.unpack_from(f">{n_sketch}I", data, offset)
+        sketch = (_SKETCHES.get(n_sketch) or _format(_SKETCHES, ">%dI", n_sketch)
+                  ).unpack_from(data, offset)
         offset += 4 * n_sketch
-        chunks = tuple(struct.unpack_from(">QI", data, offset + 12 * i) for i in range(n_chunks))
-        offset += 12 * n_chunks
-        recipients = struct.unpack_from(f">{n_recipients}Q", data, offset)
-        offset += 8 * n_recipients
-        message_id = bytes(data[offset:offset + n_message_id]).decode("utf-8", "replace")
-        return cls(histogram=bytes(histogram), histogram_sum=histogram_sum,
-                   histogram_chars=histogram_chars, sketch=tuple(sketch),
-                   shingle_count=shingle_count, word_count=word_count, digest=bytes(digest),
-                   message_id_key=None if msgid_key == bytes(16) else bytes(msgid_key),
-                   message_id=message_id or None, chunks=chunks, recipients=tuple(recipients),
-                   first_seen=first_seen, last_seen=last_seen, seen=seen, doc_id=doc_id)
+        chunks: tuple[tuple[int, int], ...] = ()
+        if n_chunks:
+            chunks = tuple(_CHUNK.iter_unpack(data[offset:offset + 12 * n_chunks]))
+            offset += 12 * n_chunks
+        recipients: tuple[int, ...] = ()
+        if n_recipients:
+            recipients = (_RECIPIENTS.get(n_recipients)
+                          or _format(_RECIPIENTS, ">%dQ", n_recipients)).unpack_from(data, offset)
+            offset += 8 * n_recipients
+        message_id = str(data[offset:offset + n_message_id], "utf-8", "replace") \
+            if n_message_id else None
+        return cls(histogram, histogram_sum, histogram_chars, sketch, shingle_count,
+                   word_count, digest, None if msgid_key == _NO_KEY else msgid_key,
+                   message_id, chunks, recipients, first_seen, last_seen, seen, doc_id)
+
+
+_NO_KEY = bytes(16)
+_CHUNK = struct.Struct(">QI")
+_SKETCHES: dict[int, struct.Struct] = {}
+_RECIPIENTS: dict[int, struct.Struct] = {}
+
+
+def _format(cache: dict[int, struct.Struct], pattern: str, count: int) -> struct.Struct:
+    """``struct.Struct(pattern % count)``, remembered in ``cache``."""
+    cache[count] = struct.Struct(pattern % count)
+    return cache[count]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +168,8 @@ class Candidates:
     by_shingle: dict[int, int] = field(default_factory=dict)
     by_chunk: dict[int, int] = field(default_factory=dict)
     histogram_window_size: int = 0
-    # Probe tail hashes that many stored messages share: boilerplate, not evidence.
+    # Probe tail hashes that many stored messages share: boilerplate, not evidence.  Only
+    # needed to compare records, so a store may leave it empty when it found none.
     common: frozenset[int] = frozenset()
 
 

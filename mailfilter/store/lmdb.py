@@ -29,11 +29,12 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import lmdb
+import numpy as np
 
 from mailfilter.store import (
     SCHEMA_VERSION,
@@ -53,7 +54,7 @@ _TIME_ID = struct.Struct(">IQ")
 _DAY_VERDICT = struct.Struct(">IB")
 _HIST_ENTRY = 36 + 8
 _WINDOW_ENTRY = 2 + _HIST_ENTRY   # getmulti with keyfixed: sum key, then the value
-_NUMPY_WINDOW = 256
+_NUMPY_WINDOW = 32    # from here on numpy is faster than the loop (measured: 31 µs vs 34 µs at 32)
 _VERDICT_CODES = {"unique": 0, "duplicate": 1, "near-duplicate": 2}
 _MAX_MAP = 1 << 40
 _INDEXES = ("by_sum", "by_shingle", "by_digest", "by_msgid", "by_chunk")
@@ -77,19 +78,32 @@ def _close_histograms(packed: bytes, probe: Probe) -> list[tuple[int, int]]:
         positions = 36 - (stored ^ wanted).to_bytes(36, "big").count(0)
         if positions <= limit:
             close.append((positions, _U64.unpack_from(packed, offset + 38)[0]))
-    return close
+    close.sort()
+    return close[:probe.max_candidates]
 
 
 def _close_histograms_numpy(packed: memoryview, probe: Probe) -> list[tuple[int, int]]:
-    """The same for large windows, in one vectorised comparison (numpy loaded on demand,
-    so a one-message `dupfilter` process does not pay for importing it)."""
-    import numpy as np
+    """The same for large windows (a million records put thousands of entries in one):
+    compared, selected and ordered in a few numpy operations, no Python loop per entry.
 
+    The 36 per-bin comparisons of an entry are read as nine 32-bit words of four 0/1 bytes;
+    adding the words and multiplying by 0x01010101 sums the bytes into the top byte (at
+    most 36, so no carry crosses a byte) — much faster than numpy's sum over a short axis.
+    """
     entries = np.frombuffer(packed, dtype=np.uint8).reshape(-1, _WINDOW_ENTRY)
-    differing = (entries[:, 2:38] != np.frombuffer(probe.histogram, dtype=np.uint8)).sum(axis=1)
-    rows = np.nonzero(differing <= probe.histogram_max_positions)[0]
+    words = (entries[:, 2:38] != np.frombuffer(probe.histogram, dtype=np.uint8)
+             ).view(np.uint32)
+    total = words[:, 0] + words[:, 1]
+    for column in range(2, 9):
+        total += words[:, column]
+    differing = (total * np.uint32(0x01010101)) >> np.uint32(24)
+    rows = np.flatnonzero(differing <= probe.histogram_max_positions)
+    if not len(rows):
+        return []
     ids = entries[rows, 38:46].copy().view(">u8").ravel()
-    return list(zip(differing[rows].tolist(), ids.tolist(), strict=True))
+    positions = differing[rows]
+    order = np.lexsort((ids, positions))[:probe.max_candidates]   # closest, then oldest
+    return list(zip(positions[order].tolist(), ids[order].tolist(), strict=True))
 
 
 def _initialised(path: Path) -> bool:
@@ -291,8 +305,14 @@ class LmdbStore:
             found.append(_U64.unpack(cursor.value())[0])
         return found
 
-    def _posting_ids(self, cursor: lmdb.Cursor, keys: list[bytes], cap: int) -> list[int]:
-        """The newest ``cap`` ids under each of ``keys`` (same-length keys), all together.
+    def _counts(self, cursor: lmdb.Cursor, keys: Iterable[bytes]) -> dict[bytes, int]:
+        """Postings under each of ``keys`` (0 when absent): one B-tree descent per key."""
+        return {key: cursor.count() if cursor.set_key(key) else 0 for key in keys}
+
+    def _posting_ids(self, cursor: lmdb.Cursor, keys: list[bytes], cap: int,
+                     counts: dict[bytes, int]) -> list[int]:
+        """The newest ``cap`` ids under each of ``keys`` (same-length keys, counted in
+        ``counts``), all together.
 
         Short lists (nearly all of them) are read in one ``getmulti`` call; a list longer
         than ``cap`` (a common shingle) is read from its end, so it never costs more than
@@ -301,12 +321,11 @@ class LmdbStore:
         short = []
         found: list[int] = []
         for key in keys:
-            if not cursor.set_key(key):
-                continue
-            if cursor.count() <= cap:
-                short.append(key)
-            else:
+            count = counts[key]
+            if count > cap:
                 found += self._postings(cursor, key, cap)
+            elif count:
+                short.append(key)
         if short:
             packed = cursor.getmulti(short, dupdata=True, dupfixed_bytes=8, keyfixed=True)
             entry = struct.Struct(f">{len(short[0])}xQ")   # key, then the id
@@ -322,30 +341,44 @@ class LmdbStore:
         result.by_digest = self._postings(cursor, probe.digest, 16)
         if probe.histogram_window > 0:
             self._histogram_window(txn, probe, result)
-        if probe.sketch_index or probe.tail_hashes:
-            cursor = txn.cursor(db=self.index["by_shingle"])
-            common = frozenset(value for value in probe.tail_hashes
-                               if cursor.set_key(_U32.pack(value))
-                               and cursor.count() >= probe.common_postings)
-            result.common = common
-            # Boilerplate finds every message of a list: skip it, unless it is all there is.
+        shingles = txn.cursor(db=self.index["by_shingle"])
+        pack = _U32.pack
+        tail = {value: pack(value) for value in probe.tail_hashes}
+        counts: dict[bytes, int] = {}
+        if probe.sketch_index:
+            counts = self._counts(shingles, map(pack, probe.sketch_index))
+            # Boilerplate (a tail hash in many messages) finds every message of a list:
+            # skip it, unless it is all there is.
+            common = {value for value, key in tail.items()
+                      if counts.get(key, 0) >= probe.common_postings}
             index = [v for v in probe.sketch_index if v not in common] or probe.sketch_index
-            found = self._posting_ids(cursor, [_U32.pack(value) for value in index],
-                                      probe.posting_cap)
+            found = self._posting_ids(shingles, [pack(value) for value in index],
+                                      probe.posting_cap, counts)
             result.by_shingle = {doc_id: count for doc_id, count in
                                  Counter(found).most_common(probe.max_candidates)
                                  if count >= probe.min_shared}
         if probe.chunk_index:
             cursor = txn.cursor(db=self.index["by_chunk"])
-            found = self._posting_ids(cursor, [_u64(value) for value in probe.chunk_index],
-                                      probe.posting_cap)
+            keys = [_u64(value) for value in probe.chunk_index]
+            found = self._posting_ids(cursor, keys, probe.posting_cap,
+                                      self._counts(cursor, keys))
             result.by_chunk = dict(Counter(found).most_common(probe.max_candidates))
-        wanted = (set(result.by_message_id) | set(result.by_digest) | set(result.by_histogram)
-                  | set(result.by_shingle) | set(result.by_chunk))
-        for doc_id in wanted:
-            data = txn.get(_u64(doc_id), db=self.docs)
-            if data is not None:
-                result.records[doc_id] = Record.decode(doc_id, data)
+        wanted = sorted(set(result.by_message_id).union(
+            result.by_digest, result.by_histogram, result.by_shingle, result.by_chunk))
+        if not wanted:
+            return result
+        if tail:
+            # Which tail hashes are boilerplate matters only when records are compared, so
+            # the tail hashes not in the index (one B-tree descent each) are counted only now.
+            counts.update(self._counts(shingles, [key for key in tail.values()
+                                                  if key not in counts]))
+            result.common = frozenset(value for value, key in tail.items()
+                                      if counts[key] >= probe.common_postings)
+        # In id order, one C call: neighbouring records share B-tree pages.
+        decode = Record.decode
+        for key, data in txn.cursor(db=self.docs).getmulti([_u64(i) for i in wanted]):
+            doc_id = _U64.unpack(key)[0]
+            result.records[doc_id] = decode(doc_id, data)
         return result
 
     def _histogram_window(self, txn: lmdb.Transaction, probe: Probe, result: Candidates) -> None:
@@ -362,9 +395,7 @@ class LmdbStore:
             close = _close_histograms_numpy(packed, probe)
         else:
             close = _close_histograms(bytes(packed), probe)
-        close.sort()
-        result.by_histogram = {doc_id: positions
-                               for positions, doc_id in close[:probe.max_candidates]}
+        result.by_histogram = {doc_id: positions for positions, doc_id in close}
 
     # -- writing -----------------------------------------------------------------------
 

@@ -74,7 +74,9 @@ try:  # the optional dependency: pip install 'dupfilter[redis]'
     from redis.backoff import ExponentialWithJitterBackoff
     from redis.cluster import RedisCluster
     from redis.crc import key_slot
+    from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
     from redis.retry import Retry
 except ImportError:  # pragma: no cover - reported when a redis:// store is opened
     redis = None  # type: ignore[assignment]
@@ -181,7 +183,15 @@ end
 # ARGV: params id, message-id key or '', digest, histogram, sum, window, max positions,
 # posting cap, max candidates, min shared, common threshold, then the sketch hashes, the
 # tail hashes and the chunk digests, each list as one string of fixed-width big-endian
-# values.  The reply is flat (see RedisStore._parse_lookup).
+# values, and 1 when the store has several partitions.  The reply is flat (see
+# RedisStore._parse_lookup).
+#
+# Every redis.call and every string the script makes costs a microsecond or more, so the
+# script reads only what can matter: a posting key is read only when enough of the
+# message's keys exist for a candidate to share min_shared of them; the posting counts of
+# the last-line hashes (boilerplate) only when some record is returned (they only matter
+# for comparing records; with several partitions always, as the client adds them up);
+# and the records of all candidates come in one MGET.
 _LOOKUP_BODY = r"""
 local have = redis.call('GET', base .. 'p')
 if have and have ~= ARGV[1] then return redis.error_reply('DUPFILTER-MISMATCH ' .. have) end
@@ -189,42 +199,22 @@ local mkey, digest, hist = ARGV[2], ARGV[3], ARGV[4]
 local hsum, window, maxpos = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local cap, maxc = tonumber(ARGV[8]), tonumber(ARGV[9])
 local min_shared, common_n = tonumber(ARGV[10]), tonumber(ARGV[11])
-local function split(packed, width)
-  local items = {}
-  for j = 1, #packed / width do items[j] = sub(packed, (j - 1) * width + 1, j * width) end
-  return items
+local function split(packed, width, kind)
+  local values, keys = {}, {}
+  for j = 1, #packed / width do
+    local v = sub(packed, (j - 1) * width + 1, j * width)
+    values[j] = v
+    if kind then keys[j] = base .. kind .. v end
+  end
+  return values, keys
 end
-local sketch, tail, chunks = split(ARGV[12], SW), split(ARGV[13], SW), split(ARGV[14], 8)
-local at = 15
+local sketch, skeys = split(ARGV[12], SW, 's')
+local _, ckeys = split(ARGV[14], 8, 'k')
+local ntail = #ARGV[13] / SW
+-- On a store of several partitions the client adds up every partition's tail counts.
+local all_tails = ARGV[15] == '1'
+local at = 16
 
-local docs, order = {}, {}
-local function live(id)
-  local v = docs[id]
-  if v == nil then
-    v = redis.call('GET', base .. 'd' .. id) or false
-    docs[id] = v
-    if v then order[#order + 1] = id end
-  end
-  return v
-end
-local out = {}
-local function emit_ids(ids)
-  local kept = {}
-  for _, id in ipairs(ids) do if live(id) then kept[#kept + 1] = id end end
-  out[#out + 1] = #kept
-  for _, id in ipairs(kept) do out[#out + 1] = id end
-end
-local function emit_ranked(ids, score)
-  local kept = {}
-  for _, id in ipairs(ids) do
-    if #kept >= maxc then break end
-    if live(id) then kept[#kept + 1] = id end
-  end
-  out[#out + 1] = #kept
-  for _, id in ipairs(kept) do out[#out + 1] = id; out[#out + 1] = score[id] end
-end
--- Keys of ``hashes`` under ``prefix``, and whether any exists (one EXISTS for all: a new
--- message's hashes mostly have no postings, and that saves a read per hash).
 local postings = {}
 local function newest(key)
   local ids = postings[key]
@@ -234,8 +224,15 @@ local function newest(key)
   end
   return ids
 end
-local function counted(keys, floor)
-  local hits, first, ranked = {}, {}, {}
+local function postings_of(key)   -- how many ids a posting key holds
+  local ids = postings[key]
+  if ids and #ids < cap then return #ids end
+  return redis.call('ZCARD', key)
+end
+-- Ids under ``keys`` sharing at least ``floor`` of them, most shared first (ties: first
+-- seen), with their counts.
+local function ranked(keys, floor)
+  local hits, first, out = {}, {}, {}
   for _, key in ipairs(keys) do
     for _, id in ipairs(newest(key)) do
       local c = hits[id]
@@ -245,16 +242,15 @@ local function counted(keys, floor)
   local pos = {}
   for j, id in ipairs(first) do
     pos[id] = j
-    if hits[id] >= floor then ranked[#ranked + 1] = id end
+    if hits[id] >= floor then out[#out + 1] = id end
   end
-  table.sort(ranked, function(a, b)
+  table.sort(out, function(a, b)
     return hits[a] > hits[b] or (hits[a] == hits[b] and pos[a] < pos[b]) end)
-  emit_ranked(ranked, hits)
+  return out, hits
 end
 
-if mkey ~= '' then emit_ids(redis.call('ZREVRANGE', base .. 'm' .. mkey, 0, NEWEST - 1))
-else out[#out + 1] = 0 end
-emit_ids(redis.call('ZREVRANGE', base .. 'g' .. digest, 0, NEWEST - 1))
+local mids = mkey ~= '' and redis.call('ZREVRANGE', base .. 'm' .. mkey, 0, NEWEST - 1) or {}
+local dids = redis.call('ZREVRANGE', base .. 'g' .. digest, 0, NEWEST - 1)
 
 local close, wsize, diffs = {}, 0, {}
 if window > 0 then
@@ -284,40 +280,110 @@ if window > 0 then
   table.sort(close, function(a, b)
     return diffs[a] < diffs[b] or (diffs[a] == diffs[b] and pos[a] < pos[b]) end)
 end
-out[#out + 1] = wsize
-emit_ranked(close, diffs)
 
 -- Sketch postings.  One EXISTS first: a candidate must share min_shared hashes, so when
 -- fewer of the message's posting keys exist (a new message, mostly), none is read.
-local sketch_keys, key_of = {}, {}
-for j, h in ipairs(sketch) do sketch_keys[j] = base .. 's' .. h; key_of[h] = sketch_keys[j] end
-local existing = #sketch_keys > 0 and redis.call('EXISTS', unpack(sketch_keys)) or 0
--- Boilerplate: how many records share each last-line hash.  An indexed one is counted from
--- its postings (unless the list is full); the others by ZCARD, if any of them exists.
-local others = {}
-for _, h in ipairs(tail) do if not key_of[h] then others[#others + 1] = base .. 's' .. h end end
-local any_other = #others > 0 and redis.call('EXISTS', unpack(others)) > 0
-local common = {}
-out[#out + 1] = #tail
-for _, h in ipairs(tail) do
-  local key, n = key_of[h], 0
-  if key and existing > 0 then
-    n = #newest(key)
-    if n >= cap then n = redis.call('ZCARD', key) end
-  elseif not key and any_other then
-    n = redis.call('ZCARD', base .. 's' .. h)
-  end
-  out[#out + 1] = n
-  if n >= common_n then common[h] = true end
+local key_of = {}
+for j, h in ipairs(sketch) do key_of[h] = skeys[j] end
+local existing = #skeys > 0 and redis.call('EXISTS', unpack(skeys)) or 0
+local tail = nil
+local function tail_hashes()
+  if tail == nil then tail = split(ARGV[13], SW) end
+  return tail
 end
-local index = {}
-for j, h in ipairs(sketch) do if not common[h] then index[#index + 1] = sketch_keys[j] end end
-if #index == 0 then index = sketch_keys end
-counted(existing >= min_shared and index or {}, min_shared)
-local chunk_keys = {}
-for j, h in ipairs(chunks) do chunk_keys[j] = base .. 'k' .. h end
-local any_chunk = #chunk_keys > 0 and redis.call('EXISTS', unpack(chunk_keys)) > 0
-counted(any_chunk and chunk_keys or {}, 1)
+local counts = {}   -- tail hash -> postings, where known
+local shingles, shits = {}, {}
+if existing >= min_shared then
+  -- Indexed last-line hashes that many records share are boilerplate: not looked up.
+  local common = {}
+  for _, h in ipairs(tail_hashes()) do
+    local key = key_of[h]
+    if key then
+      newest(key)
+      counts[h] = postings_of(key)
+      if counts[h] >= common_n then common[h] = true end
+    end
+  end
+  local index = {}
+  for j, h in ipairs(sketch) do if not common[h] then index[#index + 1] = skeys[j] end end
+  if #index == 0 then index = skeys end
+  shingles, shits = ranked(index, min_shared)
+end
+local chunks, chits = {}, {}
+if #ckeys > 0 and redis.call('EXISTS', unpack(ckeys)) > 0 then chunks, chits = ranked(ckeys, 1) end
+
+-- The candidates' records: one MGET (another only if dead ids leave a list short).
+local docs, order, ordered = {}, {}, {}
+local function fetch(ids, from, n)
+  local keys, pending = {}, {}
+  for j = from, math.min(#ids, from + n - 1) do
+    local id = ids[j]
+    if docs[id] == nil then
+      docs[id] = false
+      pending[#pending + 1] = id
+      keys[#keys + 1] = base .. 'd' .. id
+    end
+  end
+  if #keys == 0 then return end
+  local got = redis.call('MGET', unpack(keys))
+  for j, id in ipairs(pending) do if got[j] then docs[id] = got[j] end end
+end
+local wanted = {}
+for _, list in ipairs({mids, dids}) do for _, id in ipairs(list) do wanted[#wanted + 1] = id end end
+for _, list in ipairs({close, shingles, chunks}) do
+  for j = 1, math.min(#list, maxc) do wanted[#wanted + 1] = list[j] end
+end
+fetch(wanted, 1, #wanted)
+local function keep(id)
+  if not ordered[id] then ordered[id] = true; order[#order + 1] = id end
+end
+local function emit_ids(out, ids)
+  local kept = {}
+  for _, id in ipairs(ids) do if docs[id] then kept[#kept + 1] = id; keep(id) end end
+  out[#out + 1] = #kept
+  for _, id in ipairs(kept) do out[#out + 1] = id end
+end
+local function emit_ranked(out, ids, score)
+  local kept, j = {}, 1
+  while #kept < maxc and j <= #ids do
+    if docs[ids[j]] == nil then fetch(ids, j, maxc - #kept) end
+    if docs[ids[j]] then kept[#kept + 1] = ids[j]; keep(ids[j]) end
+    j = j + 1
+  end
+  out[#out + 1] = #kept
+  for _, id in ipairs(kept) do out[#out + 1] = id; out[#out + 1] = score[id] end
+end
+local out, found = {}, {}
+emit_ids(out, mids)
+emit_ids(out, dids)
+out[#out + 1] = wsize
+emit_ranked(out, close, diffs)
+emit_ranked(found, shingles, shits)
+emit_ranked(found, chunks, chits)
+-- Posting counts of the last-line hashes: only worth reading when records are compared.
+out[#out + 1] = ntail
+if #order == 0 and not all_tails then
+  for _ = 1, ntail do out[#out + 1] = 0 end
+else
+  local others = {}
+  for _, h in ipairs(tail_hashes()) do
+    if not key_of[h] then others[#others + 1] = base .. 's' .. h end
+  end
+  local any_other = #others > 0 and redis.call('EXISTS', unpack(others)) > 0
+  for _, h in ipairs(tail_hashes()) do
+    local n = counts[h]
+    if n == nil then
+      n = 0
+      if key_of[h] then
+        if existing > 0 then n = postings_of(key_of[h]) end
+      elseif any_other then
+        n = redis.call('ZCARD', base .. 's' .. h)
+      end
+    end
+    out[#out + 1] = n
+  end
+end
+for _, v in ipairs(found) do out[#out + 1] = v end
 """
 _LOOKUP_REPLY = r"""
 out[#out + 1] = #order
@@ -357,20 +423,32 @@ end
 
 -- Postings keep their newest KEEP ids (older ones point at expired records or are never
 -- read); the sum window and the time index, which are read whole, are trimmed by time.
--- (The rank trim runs for one record in 16, so a list holds about KEEP + 16 ids at most.)
-local function post(key, member, when, trim)
-  redis.call('ZADD', key, when, member)
-  if trim == 'rank' then redis.call('ZREMRANGEBYRANK', key, 0, -KEEP - 1)
-  elseif trim == 'time' then redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (when - ret)) end
-  redis.call('EXPIRE', key, ret)
+-- The trims run for one record in 16 (a list holds about KEEP + 16 ids at most; the time
+-- trims leave a few expired entries a little longer, which every reader skips anyway).
+-- Expiry is PEXPIREAT of one absolute time per script: cheaper than EXPIRE, which Redis
+-- rewrites into PEXPIREAT for every call.
+local expire_ms = nil
+local function expire(key)
+  if expire_ms == nil then
+    local t = redis.call('TIME')
+    expire_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ret * 1000
+  end
+  redis.call('PEXPIREAT', key, expire_ms)
 end
 
 local function index_all(id, data, when)
   local keys, sum_key, hist = entries(data)
-  local trim = (math.floor(tonumber(id) / parts) % 16 == 0) and 'rank' or false
-  for _, key in ipairs(keys) do post(key, id, when, trim) end
-  post(sum_key, hist .. id, when, 'time')
-  post(base .. 't', id, when, 'time')
+  local trim = math.floor(tonumber(id) / parts) % 16 == 0
+  for _, key in ipairs(keys) do
+    redis.call('ZADD', key, when, id)
+    if trim then redis.call('ZREMRANGEBYRANK', key, 0, -KEEP - 1) end
+    expire(key)
+  end
+  for _, pair in ipairs({{sum_key, hist .. id}, {base .. 't', id}}) do
+    redis.call('ZADD', pair[1], when, pair[2])
+    if trim then redis.call('ZREMRANGEBYSCORE', pair[1], '-inf', '(' .. (when - ret)) end
+    expire(pair[1])
+  end
 end
 
 local function recipients_of(data)
@@ -497,6 +575,16 @@ return out
 
 # -- helpers ---------------------------------------------------------------------------------
 
+_FORMATS = {4: "I", 8: "Q"}
+
+
+def _pack(values: Sequence[int], width: int) -> bytes:
+    """Fixed-width big-endian values as one string (one struct call, not one per value)."""
+    if width in _FORMATS:
+        return struct.pack(f">{len(values)}{_FORMATS[width]}", *values)
+    return b"".join(value.to_bytes(width, "big") for value in values)
+
+
 def masked(url: str) -> str:
     """``url`` with any password replaced by ``***`` (for messages and ``stats``)."""
     parts = urlsplit(url)
@@ -570,6 +658,8 @@ class RedisStore:
         self.parameters_id = xxhash.xxh3_64_hexdigest(
             f"{SCHEMA_VERSION}:{self._parameters_json}".encode()).encode()
         self._local = threading.local()
+        self._connections: list[Any] = []    # each thread's own (see _round)
+        self._connections_lock = threading.Lock()
         url, options = _split_options(location)
         self.cluster = False
         self.client = self._connect(url, timeout)
@@ -681,18 +771,10 @@ class RedisStore:
         """Run script ``name`` once per (partition, args), all in one round trip."""
         for attempt in range(2):
             sha = self._scripts[name][1]
+            commands = [("EVALSHA", sha, 1, partition.base, *args) for partition, args in calls]
             try:
-                if len(calls) == 1:
-                    partition, args = calls[0]
-                    return [self.client.evalsha(sha, 1, partition.base, *args)]
-                pipe = self.client.pipeline(transaction=False)
-                for partition, args in calls:
-                    # Routed by the known slot: without it redis-py's cluster pipeline asks
-                    # a node for the keys of every EVALSHA first (COMMAND GETKEYS).
-                    route = {"target_nodes": self.client.get_node_from_key(partition.base)} \
-                        if self.cluster else {}
-                    pipe.execute_command("EVALSHA", sha, 1, partition.base, *args, **route)
-                replies = pipe.execute(raise_on_error=False)
+                replies = self._cluster_round(calls, commands) if self.cluster \
+                    else self._round(commands)
             except NoScriptError:
                 if attempt:
                     raise
@@ -708,6 +790,52 @@ class RedisStore:
             return replies
         raise StoreError(f"Redis at {self.location} would not keep the {name} script")
 
+    def _cluster_round(self, calls: Sequence[tuple[_Partition, Sequence[Any]]],
+                       commands: list[tuple[Any, ...]]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for (partition, _args), command in zip(calls, commands, strict=True):
+            # Routed by the known slot: without it redis-py's cluster pipeline asks a node
+            # for the keys of every EVALSHA first (COMMAND GETKEYS).
+            pipe.execute_command(*command,
+                                 target_nodes=self.client.get_node_from_key(partition.base))
+        return pipe.execute(raise_on_error=False)
+
+    def _round(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """``commands`` in one round trip on this thread's own connection to the server.
+
+        On the hot path redis-py's client costs about 40 µs a call (connection pool, retry
+        wrapper, instrumentation) against 30 µs for the round trip itself; a dead connection
+        is replaced and the round repeated once, as the client's retry would.  Error replies
+        come back in the list, in place.
+        """
+        for attempt in range(2):
+            connection = getattr(self._local, "connection", None)
+            if connection is None:
+                connection = self.client.connection_pool.make_connection()
+                self._local.connection = connection
+                with self._connections_lock:
+                    self._connections.append(connection)
+            try:
+                if len(commands) == 1:
+                    connection.send_command(*commands[0])
+                else:
+                    connection.send_packed_command(connection.pack_commands(commands))
+                replies: list[Any] = []
+                for _ in commands:
+                    try:
+                        replies.append(connection.read_response())
+                    except ResponseError as error:
+                        replies.append(error)
+                return replies
+            except (RedisConnectionError, RedisTimeoutError, OSError):
+                connection.disconnect()
+                self._local.connection = None
+                with self._connections_lock:
+                    self._connections.remove(connection)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
     # -- lookup ----------------------------------------------------------------------------
 
     def _pack_hash(self, value: int) -> bytes:
@@ -717,9 +845,7 @@ class RedisStore:
         parts = len(self.partitions)
         common_postings = probe.common_postings
         # Hashes travel as one string per list (fewer arguments to pack and to convert).
-        sketch = b"".join(self._pack_hash(v) for v in probe.sketch_index)
-        tails = b"".join(self._pack_hash(v) for v in probe.tail_hashes)
-        chunks = b"".join(v.to_bytes(8, "big") for v in probe.chunk_index)
+        width = _LAYOUT.sketch_width
         return [
             self.parameters_id, probe.message_id_key or b"", probe.digest, probe.histogram,
             probe.histogram_sum, probe.histogram_window, probe.histogram_max_positions,
@@ -727,7 +853,8 @@ class RedisStore:
             # On a cluster each partition sees about 1/P of the records sharing a hash.
             max(1, math.ceil(common_postings / parts)) if common_postings < 1 << 62
             else common_postings,
-            sketch, tails, chunks]
+            _pack(probe.sketch_index, width), _pack(probe.tail_hashes, width),
+            _pack(probe.chunk_index, 8), 1 if parts > 1 else 0]
 
     def _candidates(self, probe: Probe, replies: list[Any]) -> Candidates:
         result = Candidates()
@@ -1088,6 +1215,10 @@ class RedisStore:
         yield base + b"t", member
 
     def close(self) -> None:
+        with self._connections_lock:
+            for connection in self._connections:
+                connection.disconnect()
+            self._connections.clear()
         try:
             self.client.close()
         except (RedisError, RedisClusterException, OSError):
