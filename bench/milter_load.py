@@ -49,6 +49,14 @@ def smtpd_service(port: int, milters: str) -> list[str]:
             f"  -o smtpd_milters={milters}"]
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of one process so far (0 without a process)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_once(pf: PostfixHarness, port: int, sessions: int, messages: int, size: int,
              timeout: float) -> tuple[float, float, int]:
     """One smtp-source run; returns (accept msg/s, delivered msg/s, delivered count)."""
@@ -117,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         slow.address = ("127.0.0.1", nagle_port)
         daemons.append(slow)
     paths = list(ports)
+    milter_of = {"none": None, "unix": daemons[0], "tcp": daemons[1]}
+    if args.nagle:
+        milter_of["tcp-nagle"] = daemons[2]
+    cpu_ms: dict[tuple[int, str], list[float]] = {}
     results: dict[tuple[int, str], list[tuple[float, float, int]]] = {}
     latencies: dict[str, list[float]] = {}
     lost = 0
@@ -133,8 +145,13 @@ def main(argv: list[str] | None = None) -> int:
                 for path in order:
                     count = args.messages if path != "tcp-nagle" else max(
                         40, args.messages // 4)
+                    milter = milter_of[path]
+                    pid = milter.proc.pid if milter is not None else None
+                    cpu_before = cpu_seconds(pid)
                     result = run_once(pf, ports[path], sessions, count, args.size,
                                       args.timeout)
+                    cpu_ms.setdefault((sessions, path), []).append(
+                        (cpu_seconds(pid) - cpu_before) * 1000 / count)
                     results.setdefault((sessions, path), []).append(result)
                     lost += count - result[2]
                     print(f"round {round_no + 1} s={sessions:<2} {path:<9} "
@@ -158,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
           f"per run, {args.rounds} rounds (medians), {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}\n")
     print("| sessions | path | accepted msg/s | delivered msg/s | ratio to none "
-          "| per-round ratios | delivered |")
-    print("|---:|---|---:|---:|---:|---|---:|")
+          "| per-round ratios | milter CPU ms/msg | delivered |")
+    print("|---:|---|---:|---:|---:|---|---:|---:|")
     for sessions in args.sessions:
         base = results[(sessions, "none")]
         for path in paths:
@@ -170,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"| {statistics.median(r[1] for r in runs):.1f} "
                   f"| {statistics.median(ratios):.2f} "
                   f"| {' '.join(f'{r:.2f}' for r in ratios)} "
+                  f"| {statistics.median(cpu_ms[(sessions, path)]):.2f} "
                   f"| {sum(r[2] for r in runs)}/{sent * len(runs)} |")
     if latencies:
         print(f"\nOne message at a time ({args.latency} per path per round, median of the "

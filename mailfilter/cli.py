@@ -127,6 +127,18 @@ def filter_main(argv: Sequence[str] | None = None) -> int:
 
 # -- dupfilter-db ------------------------------------------------------------------------
 
+_WORKER_NICE = 5
+
+
+def _worker_init() -> None:
+    """Fingerprinting workers yield the CPU to the main process: it alone does the store
+    work, in message order, so it is the critical path; the workers fill the rest."""
+    try:
+        os.nice(_WORKER_NICE)
+    except OSError:
+        pass
+
+
 def _analyse_chunk(raws: list[bytes], settings: FingerprintSettings, keep_headers: bool = True
                    ) -> list[Analysis | Exception]:
     """Worker side: analyse several messages per round trip (less pickling overhead)."""
@@ -153,7 +165,7 @@ def _analysed(messages: Iterator[tuple[str, bytes]], settings: Settings, jobs: i
             yield label, len(raw), _analyse_chunk([raw], fp_settings)[0]
         return
     in_flight: deque = deque()
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init) as pool:
         while True:
             while len(in_flight) < jobs * 4:
                 chunk = list(islice(messages, _CHUNK))
