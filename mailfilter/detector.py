@@ -155,6 +155,7 @@ class Detector:
             min_shared=max(1, len(index) // 8),
             tail_hashes=fp.tail_sketch if index else (),
             common_postings=s.common_postings,
+            sketch=fp.sketch if index else (),
             chunk_index=tuple(d for d, _ in fp.chunks[:self.index_size]),
             posting_cap=s.posting_cap,
             max_candidates=s.max_candidates,

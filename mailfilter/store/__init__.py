@@ -153,6 +153,9 @@ class Probe:
     # index entries are boilerplate (list footers), reported in ``Candidates.common``.
     tail_hashes: tuple[int, ...] = ()
     common_postings: int = 1 << 62
+    # The message's whole sketch: boilerplate only matters for records sharing one of its
+    # hashes, so a store need not count the tail hashes when no record does.
+    sketch: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)
@@ -169,7 +172,8 @@ class Candidates:
     by_chunk: dict[int, int] = field(default_factory=dict)
     histogram_window_size: int = 0
     # Probe tail hashes that many stored messages share: boilerplate, not evidence.  Only
-    # needed to compare records, so a store may leave it empty when it found none.
+    # needed to compare sketches that share a hash, so a store may leave it empty when no
+    # record it returns shares one with ``Probe.sketch`` (or when it returns none).
     common: frozenset[int] = frozenset()
 
 

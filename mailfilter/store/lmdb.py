@@ -305,13 +305,13 @@ class LmdbStore:
             found.append(_U64.unpack(cursor.value())[0])
         return found
 
-    def _counts(self, cursor: lmdb.Cursor, keys: Iterable[bytes]) -> dict[bytes, int]:
+    def _counts(self, cursor: lmdb.Cursor, keys: list[bytes]) -> list[int]:
         """Postings under each of ``keys`` (0 when absent): one B-tree descent per key."""
-        return {key: cursor.count() if cursor.set_key(key) else 0 for key in keys}
+        return [cursor.count() if cursor.set_key(key) else 0 for key in keys]
 
-    def _posting_ids(self, cursor: lmdb.Cursor, keys: list[bytes], cap: int,
-                     counts: dict[bytes, int]) -> list[int]:
-        """The newest ``cap`` ids under each of ``keys`` (same-length keys, counted in
+    def _posting_ids(self, cursor: lmdb.Cursor, keys: list[bytes], counts: list[int],
+                     cap: int) -> list[int]:
+        """The newest ``cap`` ids under each of ``keys`` (same-length keys, with their
         ``counts``), all together.
 
         Short lists (nearly all of them) are read in one ``getmulti`` call; a list longer
@@ -320,8 +320,7 @@ class LmdbStore:
         """
         short = []
         found: list[int] = []
-        for key in keys:
-            count = counts[key]
+        for key, count in zip(keys, counts, strict=True):
             if count > cap:
                 found += self._postings(cursor, key, cap)
             elif count:
@@ -343,43 +342,68 @@ class LmdbStore:
             self._histogram_window(txn, probe, result)
         shingles = txn.cursor(db=self.index["by_shingle"])
         pack = _U32.pack
-        tail = {value: pack(value) for value in probe.tail_hashes}
-        counts: dict[bytes, int] = {}
-        if probe.sketch_index:
-            counts = self._counts(shingles, map(pack, probe.sketch_index))
+        index = probe.sketch_index
+        counts: list[int] = []
+        if index:
+            keys = [pack(value) for value in index]
+            counts = self._counts(shingles, keys)
             # Boilerplate (a tail hash in many messages) finds every message of a list:
             # skip it, unless it is all there is.
-            common = {value for value, key in tail.items()
-                      if counts.get(key, 0) >= probe.common_postings}
-            index = [v for v in probe.sketch_index if v not in common] or probe.sketch_index
-            found = self._posting_ids(shingles, [pack(value) for value in index],
-                                      probe.posting_cap, counts)
+            common: set[int] = set()
+            if probe.tail_hashes and max(counts) >= probe.common_postings:
+                tail = frozenset(probe.tail_hashes)
+                common = {value for value, count in zip(index, counts, strict=True)
+                          if count >= probe.common_postings and value in tail}
+            use_keys, use_counts = keys, counts
+            if 0 < len(common) < len(index):
+                kept = [(key, count) for value, key, count in zip(index, keys, counts,
+                                                                  strict=True)
+                        if value not in common]
+                use_keys, use_counts = [k for k, _ in kept], [c for _, c in kept]
+            found = self._posting_ids(shingles, use_keys, use_counts, probe.posting_cap)
             result.by_shingle = {doc_id: count for doc_id, count in
                                  Counter(found).most_common(probe.max_candidates)
                                  if count >= probe.min_shared}
         if probe.chunk_index:
             cursor = txn.cursor(db=self.index["by_chunk"])
             keys = [_u64(value) for value in probe.chunk_index]
-            found = self._posting_ids(cursor, keys, probe.posting_cap,
-                                      self._counts(cursor, keys))
+            found = self._posting_ids(cursor, keys, self._counts(cursor, keys),
+                                      probe.posting_cap)
             result.by_chunk = dict(Counter(found).most_common(probe.max_candidates))
         wanted = sorted(set(result.by_message_id).union(
             result.by_digest, result.by_histogram, result.by_shingle, result.by_chunk))
         if not wanted:
             return result
-        if tail:
-            # Which tail hashes are boilerplate matters only when records are compared, so
-            # the tail hashes not in the index (one B-tree descent each) are counted only now.
-            counts.update(self._counts(shingles, [key for key in tail.values()
-                                                  if key not in counts]))
-            result.common = frozenset(value for value, key in tail.items()
-                                      if counts[key] >= probe.common_postings)
-        # In id order, one C call: neighbouring records share B-tree pages.
         decode = Record.decode
-        for key, data in txn.cursor(db=self.docs).getmulti([_u64(i) for i in wanted]):
-            doc_id = _U64.unpack(key)[0]
-            result.records[doc_id] = decode(doc_id, data)
+        if len(wanted) <= 4:
+            for doc_id in wanted:
+                data = txn.get(_u64(doc_id), db=self.docs)
+                if data is not None:
+                    result.records[doc_id] = decode(doc_id, data)
+        else:   # in id order, one C call: neighbouring records share B-tree pages
+            for key, data in txn.cursor(db=self.docs).getmulti([_u64(i) for i in wanted]):
+                doc_id = _U64.unpack(key)[0]
+                result.records[doc_id] = decode(doc_id, data)
+        if probe.tail_hashes and self._compared(probe, result.records.values()):
+            # Which tail hashes are boilerplate matters only when sketches that share a hash
+            # are compared (the records of a large histogram window mostly share none), so
+            # the tail hashes not in the index (a B-tree descent each) are counted only now.
+            known = dict(zip(index, counts, strict=True))
+            rest = [value for value in probe.tail_hashes if value not in known]
+            known.update(zip(rest, self._counts(shingles, [pack(v) for v in rest]),
+                             strict=True))
+            result.common = frozenset(value for value in probe.tail_hashes
+                                      if known[value] >= probe.common_postings)
         return result
+
+    @staticmethod
+    def _compared(probe: Probe, records: Iterable[Record]) -> bool:
+        """True when some record shares a sketch hash with the message (or the probe does
+        not carry its sketch)."""
+        if not probe.sketch:
+            return True
+        sketch = frozenset(probe.sketch)
+        return any(not sketch.isdisjoint(record.sketch) for record in records)
 
     def _histogram_window(self, txn: lmdb.Transaction, probe: Probe, result: Candidates) -> None:
         low = max(0, probe.histogram_sum - probe.histogram_window)

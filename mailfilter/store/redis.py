@@ -37,7 +37,8 @@ unique.  The write script makes that harmless for exact duplicates: ``add`` is i
 by digest (a record with the same digest and some content is touched instead, and its id
 returned), so the store still ends up with one record, counted twice.
 :meth:`RedisStore.lookup_or_add` checks and, for a message nothing matches, records in one
-script: one round trip for a new message.
+script: one round trip for a new message.  On a single server each thread sends its scripts
+over a connection of its own (redis-py's client costs more per call than the round trip).
 """
 
 from __future__ import annotations
