@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import operator
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -43,7 +44,7 @@ def histogram_distance(a: bytes, b: bytes) -> tuple[int, int]:
     folded |= folded >> 2
     folded |= folded >> 1
     positions = (folded & _LOW_BITS).bit_count()
-    largest = max(abs(x - y) for x, y in zip(a, b, strict=True))
+    largest = max(map(abs, map(operator.sub, a, b)))
     return positions, largest
 
 
