@@ -28,7 +28,7 @@ from mailfilter.config import (
 from mailfilter.detector import Verdict
 from mailfilter.engine import Analysis, Engine, analyse
 from mailfilter.headers import tag_message
-from mailfilter.sources import iter_messages
+from mailfilter.sources import FileRef, iter_messages, read_file
 from mailfilter.store import StoreError
 
 EX_TEMPFAIL = 75
@@ -151,17 +151,44 @@ def _analyse_chunk(raws: list[bytes], settings: FingerprintSettings, keep_header
     return out
 
 
-def _analysed(messages: Iterator[tuple[str, bytes]], settings: Settings, jobs: int
-              ) -> Iterator[tuple[str, int, Analysis | Exception]]:
-    """(label, size, analysis) in input order; fingerprinting fans out over ``jobs``.
+def _analyse_units(units: list[bytes | FileRef], settings: FingerprintSettings,
+                   keep_headers: bool) -> list[list[tuple[str | None, int,
+                                                          Analysis | Exception | None]]]:
+    """Worker side: read the files among ``units`` and analyse every message in them.
 
-    Chunks of messages stay in flight ahead of the consumer, so the workers keep
-    fingerprinting while the caller does the store work.
+    One list per unit, of (label, size, analysis) per message: label None means the
+    unit's own; a file that is not mail gives (None, 0, None); a file that cannot be read,
+    (None, 0, its error).
+    """
+    out: list[list[tuple[str | None, int, Analysis | Exception | None]]] = []
+    for unit in units:
+        if not isinstance(unit, FileRef):
+            out.append([(None, len(unit), _analyse_chunk([unit], settings, keep_headers)[0])])
+            continue
+        try:
+            messages, skipped = read_file(unit)
+        except OSError as error:
+            out.append([(None, 0, error)])
+            continue
+        out.append([(None, 0, None)] if skipped else [
+            (label, len(raw), _analyse_chunk([raw], settings, keep_headers)[0])
+            for label, raw in messages])
+    return out
+
+
+def _analysed(messages: Iterator[tuple[str, bytes | FileRef]], settings: Settings,
+              jobs: int, skipped: list[str]) -> Iterator[tuple[str, int, Analysis | Exception]]:
+    """(label, size, analysis) in input order; reading and fingerprinting fan out over
+    ``jobs`` worker processes.
+
+    Chunks of messages (or of files, which the workers read) stay in flight ahead of the
+    consumer, so the workers keep fingerprinting while the caller does the store work.
     """
     fp_settings = settings.fingerprint
     keep_headers = bool(settings.policy.rules)   # only allow rules read them
     if jobs <= 1:
         for label, raw in messages:
+            assert not isinstance(raw, FileRef)
             yield label, len(raw), _analyse_chunk([raw], fp_settings)[0]
         return
     in_flight: deque = deque()
@@ -172,12 +199,16 @@ def _analysed(messages: Iterator[tuple[str, bytes]], settings: Settings, jobs: i
                 if not chunk:
                     break
                 in_flight.append((chunk, pool.submit(
-                    _analyse_chunk, [raw for _, raw in chunk], fp_settings, keep_headers)))
+                    _analyse_units, [data for _, data in chunk], fp_settings, keep_headers)))
             if not in_flight:
                 return
             chunk, future = in_flight.popleft()
-            for (label, raw), analysis in zip(chunk, future.result(), strict=True):
-                yield label, len(raw), analysis
+            for (unit_label, _), results in zip(chunk, future.result(), strict=True):
+                for label, size, analysis in results:
+                    if analysis is None:
+                        skipped.append(unit_label)
+                    else:
+                        yield label or unit_label, size, analysis
 
 
 def _progress(total_hint: int | None, enabled: bool):  # noqa: ANN202 - tqdm or a stub
@@ -191,8 +222,8 @@ def _run_over(engine: Engine, paths: list[str], jobs: int, *, record: bool,
               show_progress: bool) -> Iterator[tuple[str, Verdict | Exception, int]]:
     """Check (and record) every message under ``paths`` in order, in batched transactions."""
     skipped: list[str] = []
-    messages = iter_messages(paths, skipped)
-    results = _analysed(messages, engine.settings, jobs)
+    messages = iter_messages(paths, skipped, defer_files=jobs > 1)
+    results = _analysed(messages, engine.settings, jobs, skipped)
     bar = _progress(None, show_progress)
     now = int(time.time())
     try:

@@ -11,6 +11,7 @@ import mmap
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 # A separator is a "From " line after a blank line that ends in a date's year (as mutt's
@@ -108,12 +109,29 @@ def _files_under(folder: str) -> list[str]:
     return [path for _, path in found]
 
 
-def iter_messages(paths: list[str], skipped: list[str] | None = None
-                  ) -> Iterator[tuple[str, bytes]]:
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """A file whose message(s) the consumer reads itself with :func:`read_file`, so that
+    worker processes, not the one that walks the folders, do the reading."""
+
+    path: str
+    explicit: bool = False      # named on the command line: read even if odd-looking
+
+
+def read_file(ref: FileRef) -> tuple[list[tuple[str, bytes]], bool]:
+    """The messages in one file, and whether it was skipped as not looking like mail."""
+    skipped: list[str] = []
+    messages = list(_file_messages(ref.path, skipped, ref.explicit))
+    return messages, bool(skipped)
+
+
+def iter_messages(paths: list[str], skipped: list[str] | None = None, *,
+                  defer_files: bool = False) -> Iterator[tuple[str, bytes | FileRef]]:
     """(label, raw bytes) for every message under ``paths``, in scan order.
 
     Files that do not start like a message (a LICENSE in a corpus folder, say) are skipped
-    and their names appended to ``skipped``.
+    and their names appended to ``skipped``.  With ``defer_files``, plain files (in a
+    folder or named) come as ``(path, FileRef)`` instead, for :func:`read_file`.
     """
     for name in paths:
         path = Path(name)
@@ -127,9 +145,15 @@ def iter_messages(paths: list[str], skipped: list[str] | None = None
                         yield str(file), file.read_bytes()
         elif path.is_dir():
             for file in _files_under(name):
-                yield from _file_messages(file, skipped)
+                if defer_files:
+                    yield file, FileRef(file)
+                else:
+                    yield from _file_messages(file, skipped)
         elif path.exists():
-            yield from _file_messages(name, skipped, explicit=True)
+            if defer_files:
+                yield name, FileRef(name, explicit=True)
+            else:
+                yield from _file_messages(name, skipped, explicit=True)
         else:
             raise FileNotFoundError(f"{name}: no such file or folder")
 
