@@ -433,19 +433,24 @@ class LmdbStore:
         record.doc_id = doc_id
         key = _u64(doc_id)
         txn.put(key, record.encode(), db=self.docs, append=True)
-        for name, index_key, value in self._index_entries(record):
+        shingles = [(_U32.pack(value), key) for value in record.sketch[:self.index_size]]
+        if shingles:   # one C call for the (usually 24) shingle postings
+            txn.cursor(db=self.index["by_shingle"]).putmulti(shingles, dupdata=True)
+        for name, index_key, value in self._index_entries(record, shingles=False):
             txn.put(index_key, value, db=self.index[name], dupdata=True)
         txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
         return doc_id
 
-    def _index_entries(self, record: Record) -> Iterator[tuple[str, bytes, bytes]]:
+    def _index_entries(self, record: Record, *, shingles: bool = True
+                       ) -> Iterator[tuple[str, bytes, bytes]]:
         key = _u64(record.doc_id)
         yield "by_sum", _U16.pack(min(record.histogram_sum, 0xFFFF)), record.histogram + key
         yield "by_digest", record.digest, key
         if record.message_id_key:
             yield "by_msgid", record.message_id_key, key
-        for value in record.sketch[:self.index_size]:
-            yield "by_shingle", _U32.pack(value), key
+        if shingles:
+            for value in record.sketch[:self.index_size]:
+                yield "by_shingle", _U32.pack(value), key
         for digest, _length in record.chunks:
             yield "by_chunk", _u64(digest), key
 
