@@ -45,24 +45,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from postfix_harness import PostfixHarness, free_port, wait_for_port  # noqa: E402
+from smtpd_support import reinjection_options  # noqa: E402
 
 SMTP_SOURCE = shutil.which("smtp-source") or "/usr/sbin/smtp-source"
 
 
 def master_cf(filter_port: int, reinject: int, plain_entry: int, plain_reinject: int,
               maxproc: int) -> list[str]:
-    reinjection = [
-        "  -o content_filter=",
-        "  -o receive_override_options=no_unknown_recipient_checks,no_header_body_checks,"
-        "no_milters",
-        "  -o smtpd_helo_restrictions=",
-        "  -o smtpd_client_restrictions=",
-        "  -o smtpd_sender_restrictions=",
-        "  -o smtpd_relay_restrictions=",
-        "  -o smtpd_recipient_restrictions=permit_mynetworks,reject",
-        "  -o mynetworks=127.0.0.0/8",
-        "  -o smtpd_authorized_xforward_hosts=127.0.0.0/8",
-    ]
+    reinjection = reinjection_options("permit_mynetworks,reject")
     return [
         f"scan      unix  -       -       n       -       {maxproc}      smtp",
         "  -o smtp_send_xforward_command=yes",

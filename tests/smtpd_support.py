@@ -47,6 +47,15 @@ def filter_master_cf(filter_port: int, reinject_port: int, proxy_port: int | Non
         "  -o disable_mime_output_conversion=yes",
         "  -o smtp_generic_maps=",
         f"127.0.0.1:{reinject_port} inet n  -       n       -       {maxproc}      smtpd",
+        *reinjection_options(),
+    ]
+
+
+def reinjection_options(recipient_restrictions: str = "$reinject_recipient_restrictions"
+                        ) -> list[str]:
+    """The ``-o`` lines of a re-injection smtpd: no content filter and none of the checks
+    the entry smtpd already made, XFORWARD trusted from loopback."""
+    return [
         "  -o content_filter=",
         "  -o receive_override_options=no_unknown_recipient_checks,no_header_body_checks,"
         "no_milters",
@@ -54,7 +63,7 @@ def filter_master_cf(filter_port: int, reinject_port: int, proxy_port: int | Non
         "  -o smtpd_client_restrictions=",
         "  -o smtpd_sender_restrictions=",
         "  -o smtpd_relay_restrictions=",
-        "  -o smtpd_recipient_restrictions=$reinject_recipient_restrictions",
+        f"  -o smtpd_recipient_restrictions={recipient_restrictions}",
         "  -o mynetworks=127.0.0.0/8",
         "  -o smtpd_authorized_xforward_hosts=127.0.0.0/8",
     ]
