@@ -98,8 +98,8 @@ class MilterTraffic:
         while True:
             try:
                 client = self.daemon.client()
-            except OSError as error:            # the daemon is gone
-                self.errors.append((time.monotonic(), repr(error)))
+            except Exception as error:  # noqa: BLE001 - the daemon is gone (refused, or EOF
+                self.errors.append((time.monotonic(), repr(error)))  # in negotiation)
                 return
             try:
                 for _ in range(self.per_connection):
