@@ -137,7 +137,7 @@ def _token_hash_bytes(tokens: Sequence[str] | Sequence[bytes]) -> bytes:
     return values.tobytes()
 
 
-# n-gram hashing (see shingle_positions): odd 64-bit weights, one per position in the
+# n-gram hashing (see shingle_array): odd 64-bit weights, one per position in the
 # n-gram, drawn from splitmix64 so that they are fixed forever; then murmur3's 64-bit
 # finaliser.  All of it is numpy arithmetic modulo 2**64, a few array passes per message.
 _SPLITMIX_GAMMA = 0x9E3779B97F4A7C15
@@ -183,11 +183,6 @@ def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.nda
     mixed *= _FMIX_2
     mixed ^= mixed >> _SHIFT_33
     return (mixed >> _SHIFT_32).astype(np.uint32)
-
-
-def shingle_positions(tokens: Sequence[str], ngram: int) -> list[int]:
-    """:func:`shingle_array` as a list of ints."""
-    return shingle_array(tokens, ngram).tolist()
 
 
 def shingle_hashes(tokens: Sequence[str], ngram: int) -> list[int]:

@@ -18,6 +18,7 @@ import quopri
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 from selectolax.lexbor import LexborHTMLParser
 
@@ -399,7 +400,6 @@ def _parameter(params: dict[str, str], name: str) -> str | None:
     extended = params.get(name + "*") or params.get(name + "*0*") or params.get(name + "*0")
     if extended is None:
         return None
-    from urllib.parse import unquote
     return unquote(_RFC2231_VALUE.sub("", extended), errors="replace")
 
 

@@ -36,14 +36,12 @@ def histogram_distance(a: bytes, b: bytes) -> tuple[int, int]:
         raise ValueError("histograms of different lengths")
     if a == b:
         return 0, 0
-    if len(a) != 36:
-        differences = [abs(x - y) for x, y in zip(a, b, strict=True)]
-        return sum(1 for d in differences if d), max(differences, default=0)
+    low_bits = _LOW_BITS if len(a) == 36 else int.from_bytes(b"\x01" * len(a), "big")
     folded = int.from_bytes(a, "big") ^ int.from_bytes(b, "big")
     folded |= folded >> 4
     folded |= folded >> 2
     folded |= folded >> 1
-    positions = (folded & _LOW_BITS).bit_count()
+    positions = (folded & low_bits).bit_count()
     largest = max(map(abs, map(operator.sub, a, b)))
     return positions, largest
 

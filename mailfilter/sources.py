@@ -31,24 +31,10 @@ def is_maildir(path: Path) -> bool:
     return path.is_dir() and (path / "cur").is_dir() and (path / "new").is_dir()
 
 
-def is_mbox(path: Path) -> bool:
-    """An mbox: a file that starts with a ``From `` line and holds more than one message
-    (by the same separator rule :func:`read_mbox` uses), or is named like one
-    (``.mbox``/``mbox``).  A one-message file with a ``From `` line reads the same either
-    way."""
-    try:
-        with path.open("rb") as handle:
-            if handle.read(5) != b"From ":
-                return False
-            if _named_like_mbox(path):
-                return True
-            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                return _holds_several(data)
-    except (OSError, ValueError):
-        return False
-
-
 def _named_like_mbox(path: Path) -> bool:
+    """A file starting with ``From `` is read as an mbox when named like one, or when it
+    holds a second message (:func:`_holds_several`); a one-message file with a ``From ``
+    line reads the same either way."""
     return path.suffix == ".mbox" or path.name == "mbox"
 
 
@@ -62,17 +48,6 @@ def _holds_several(data: bytes | mmap.mmap) -> bool:
         return False
     separators = _MBOX_SEPARATOR.finditer(data)
     return next(separators, None) is not None and next(separators, None) is not None
-
-
-def read_mbox(path: Path) -> Iterator[tuple[str, bytes]]:
-    """Messages of an mbox in file order, ``From `` lines removed, mboxrd quoting undone."""
-    with path.open("rb") as handle:
-        try:
-            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # empty file
-            return
-        with data:
-            yield from _split_mbox(str(path), data)
 
 
 def _split_mbox(name: str, data: bytes | mmap.mmap) -> Iterator[tuple[str, bytes]]:

@@ -4,6 +4,7 @@ scriptable SMTP server as the next hop.  The Postfix loop is in test_smtpd_postf
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 from helpers import make_message, paragraph_text
@@ -408,6 +410,18 @@ def test_many_recipients(rig: Rig) -> None:
     assert "rcpts=400" in rig.verdict_lines()[0]
 
 
+@contextlib.contextmanager
+def data_session(rig: Rig) -> Iterator[tuple[socket.socket, BinaryIO]]:
+    """A raw SMTP session to the filter, greeted, at DATA (354) for ann → bob."""
+    with socket.create_connection(("127.0.0.1", rig.port), timeout=30) as sock:
+        stream = sock.makefile("rb")
+        read_reply(stream)
+        sock.sendall(b"EHLO client.test\r\nMAIL FROM:<ann@example.org>\r\n"
+                     b"RCPT TO:<bob@example.net>\r\nDATA\r\n")
+        assert [read_reply(stream)[0] for _ in range(4)] == [250, 250, 250, 354]
+        yield sock, stream
+
+
 def test_oversize_is_refused_with_552(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig(max_message_bytes=4000)
     big = crlf(make_message(paragraph_text(7, 1500), message_id="<big@example.org>"))
@@ -418,12 +432,7 @@ def test_oversize_is_refused_with_552(make_rig: Callable[..., Rig]) -> None:
     assert caught.value.smtp_code == 552 and caught.value.smtp_error.startswith(b"5.3.4")
     # No SIZE: refused at the end of DATA, and the session goes on.
     small = crlf(make_message(body(8), message_id="<small@example.org>"))
-    with socket.create_connection(("127.0.0.1", rig.port), timeout=30) as sock:
-        stream = sock.makefile("rb")
-        read_reply(stream)
-        sock.sendall(b"EHLO client.test\r\nMAIL FROM:<ann@example.org>\r\n"
-                     b"RCPT TO:<bob@example.net>\r\nDATA\r\n")
-        assert [read_reply(stream)[0] for _ in range(4)] == [250, 250, 250, 354]
+    with data_session(rig) as (sock, stream):
         sock.sendall(big + b".\r\n")
         code, text = read_reply(stream)
         assert (code, text[:5]) == (552, "5.3.4")
@@ -456,12 +465,7 @@ def test_bare_lf_is_normalised_and_cannot_smuggle(rig: Rig) -> None:
     smuggle = (b"Subject: smuggle\nMessage-ID: <smuggle@example.org>\n\nbefore\n.\n"
                b"MAIL FROM:<evil@example.org>\nRCPT TO:<victim@example.net>\nDATA\n"
                b"smuggled\n.\r\n")
-    with socket.create_connection(("127.0.0.1", rig.port), timeout=30) as sock:
-        stream = sock.makefile("rb")
-        read_reply(stream)
-        sock.sendall(b"EHLO client.test\r\nMAIL FROM:<ann@example.org>\r\n"
-                     b"RCPT TO:<bob@example.net>\r\nDATA\r\n")
-        assert [read_reply(stream)[0] for _ in range(4)] == [250, 250, 250, 354]
+    with data_session(rig) as (sock, stream):
         sock.sendall(smuggle + b".\r\nQUIT\r\n")
         assert [read_reply(stream)[0] for _ in range(2)] == [250, 221]
     _, got = rig.stub.wait(2)
