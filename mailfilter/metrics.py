@@ -39,6 +39,9 @@ def start(settings: MetricsSettings, front_end: str,
                                   "Seconds from end of message to the decision", ["front_end"],
                                   buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25,
                                            0.5, 1.0, 2.5), registry=registry)
+    # Label children, each looked up once (on first use, so that a series appears only once
+    # it has a sample, as before): ``labels()`` takes a lock and builds a key every call.
+    _state["children"] = {}
     if records is not None:
         gauge = Gauge("dupfilter_store_records", "Records in the store", ["front_end"],
                       registry=registry)
@@ -57,11 +60,18 @@ def observe(fields: Mapping[str, Any]) -> None:
     if error:
         match = _ERROR_KIND.match(str(error))
         _state["errors"].labels(front_end, match.group(1) if match else "other").inc()
-    _state["messages"].labels(front_end, str(fields.get("verdict") or "unchecked"),
-                              str(fields.get("action") or "-")).inc()
+    children = _state["children"]
+    key = (str(fields.get("verdict") or "unchecked"), str(fields.get("action") or "-"))
+    counter = children.get(key)
+    if counter is None:
+        counter = children[key] = _state["messages"].labels(front_end, *key)
+    counter.inc()
     milliseconds = fields.get("ms")
     if isinstance(milliseconds, (int, float)):
-        _state["latency"].labels(front_end).observe(milliseconds / 1000.0)
+        latency = children.get("latency")
+        if latency is None:
+            latency = children["latency"] = _state["latency"].labels(front_end)
+        latency.observe(milliseconds / 1000.0)
 
 
 def stop() -> None:

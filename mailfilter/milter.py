@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import queue
 import re
 import signal
 import socket
@@ -21,6 +20,7 @@ import stat
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -157,34 +157,52 @@ class Recorder:
     message never waits for the disk.  A message is remembered a few milliseconds after it
     was accepted; a later message on the same MTA connection waits for that (see
     :meth:`wait`).  The queue is bounded: when it is full, the record is skipped and logged.
+
+    The hand-off is on the message path of every accepted message, so it uses one plain
+    lock and a deque (no :class:`queue.Queue`, whose conditions are Python code), and the
+    writer is woken only when it sleeps, by releasing a lock it waits on.
     """
 
     def __init__(self, runtime: Runtime, *, max_queue: int = 10000,
                  max_batch: int = 512) -> None:
         self.runtime = runtime
+        self.max_queue = max_queue
         self.max_batch = max_batch
-        self._queue: queue.Queue[tuple[Verdict, int] | None] = queue.Queue(max_queue)
+        self._items: deque[tuple[Verdict, int]] = deque()
+        self._mutex = threading.Lock()     # guards _items, _issued, _sleeping, _closing
+        self._wake = threading.Lock()      # held while the writer sleeps; released to wake
+        self._wake.acquire()
+        self._sleeping = False
+        self._closing = False
         self._done = 0                     # tickets committed (or given up on)
         self._issued = 0
-        self._lock = threading.Condition()
+        self._committed = threading.Condition()   # read-your-writes waiters (rare)
+        self._waiters = 0
         self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
         self._thread.start()
 
     def submit(self, verdict: Verdict) -> int | None:
         """Queue one verdict; returns its ticket, or None when the queue is full."""
-        with self._lock:
-            ticket = self._issued + 1
-            try:
-                self._queue.put_nowait((verdict, int(time.time())))
-            except queue.Full:
+        item = (verdict, int(time.time()))
+        with self._mutex:
+            if len(self._items) >= self.max_queue:
                 return None
-            self._issued = ticket
-            return ticket
+            self._items.append(item)
+            self._issued += 1
+            ticket = self._issued
+            wake, self._sleeping = self._sleeping, False
+        if wake:
+            self._wake.release()
+        return ticket
 
     def wait(self, ticket: int, timeout: float = 5.0) -> bool:
         """Block until ``ticket`` was committed (True) or ``timeout`` passed."""
-        with self._lock:
-            return self._lock.wait_for(lambda: self._done >= ticket, timeout)
+        with self._committed:
+            self._waiters += 1
+            try:
+                return self._committed.wait_for(lambda: self._done >= ticket, timeout)
+            finally:
+                self._waiters -= 1
 
     @property
     def pending(self) -> int:
@@ -192,32 +210,36 @@ class Recorder:
 
     def close(self, timeout: float = 10.0) -> None:
         """Commit what is queued, then stop the writer."""
-        self._queue.put(None)
+        with self._mutex:
+            self._closing = True
+            wake, self._sleeping = self._sleeping, False
+        if wake:
+            self._wake.release()
         self._thread.join(timeout)
 
+    def _take(self) -> tuple[list[tuple[Verdict, int]], bool]:
+        """Up to ``max_batch`` queued items, sleeping until there is one (or closing)."""
+        while True:
+            with self._mutex:
+                items = self._items
+                if items:
+                    count = min(len(items), self.max_batch)
+                    return [items.popleft() for _ in range(count)], False
+                if self._closing:
+                    return [], True
+                self._sleeping = True
+            self._wake.acquire()
+
     def _run(self) -> None:
-        stop = False
-        while not stop:
-            item = self._queue.get()
-            batch: list[tuple[Verdict, int]] = []
-            if item is None:
-                stop = True
-            else:
-                batch.append(item)
-            while len(batch) < self.max_batch:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stop = True
-                    break
-                batch.append(item)
-            if batch:
-                self._commit(batch)
-                with self._lock:
-                    self._done += len(batch)
-                    self._lock.notify_all()
+        while True:
+            batch, stop = self._take()
+            if stop:
+                return
+            self._commit(batch)
+            with self._committed:
+                self._done += len(batch)
+                if self._waiters:
+                    self._committed.notify_all()
 
     def _commit(self, batch: list[tuple[Verdict, int]]) -> None:
         engine = self.runtime.engine()

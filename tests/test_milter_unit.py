@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from Milter import testctx
 
 from mailfilter import daemon
 from mailfilter.config import LogSettings, Settings
-from mailfilter.milter import DupfilterMilter, Runtime, set_listener_nodelay
+from mailfilter.milter import DupfilterMilter, Recorder, Runtime, set_listener_nodelay
 
 sys.path.insert(0, str(Path(__file__).parent))
 from milter_support import parse_fields  # noqa: E402
@@ -135,6 +136,46 @@ def test_listener_nodelay_is_set_and_inherited():
             with accepted:
                 assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     assert set_listener_nodelay("unix:/tmp/x.sock", logging.getLogger("t")) == 0
+
+
+class _SlowEngine:
+    """record_many that blocks its first call until released (the disk is slow)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[object]] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def record_many(self, verdicts, now):
+        self.entered.set()
+        self.release.wait(10)
+        self.batches.append(list(verdicts))
+
+
+class _RecorderRuntime:
+    def __init__(self, engine: _SlowEngine) -> None:
+        self._engine = engine
+        self.logger = logging.getLogger("dupfilter-test-recorder")
+        self.store_warnings = daemon.ThrottledWarning(self.logger)
+
+    def engine(self) -> _SlowEngine:
+        return self._engine
+
+
+def test_recorder_group_commit_tickets_full_queue_and_close():
+    engine = _SlowEngine()
+    recorder = Recorder(_RecorderRuntime(engine), max_queue=3)   # type: ignore[arg-type]
+    assert recorder.submit("v1") == 1
+    assert engine.entered.wait(10)                  # the writer is committing v1
+    assert [recorder.submit(f"v{n}") for n in (2, 3, 4)] == [2, 3, 4]
+    assert recorder.submit("v5") is None            # queue full: skipped, no ticket
+    assert recorder.pending == 3 + 1 and not recorder.wait(4, timeout=0.05)
+    engine.release.set()
+    assert recorder.wait(4, timeout=10) and recorder.pending == 0
+    assert engine.batches == [["v1"], ["v2", "v3", "v4"]]   # the rest in one transaction
+    assert recorder.submit("v6") == 5
+    recorder.close()
+    assert engine.batches[-1] == ["v6"] and recorder.pending == 0
 
 
 # ------------------------------------------------------------------------ daemon helpers
