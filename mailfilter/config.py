@@ -124,6 +124,10 @@ class DetectorSettings:
     posting_cap: int = 48
     # Candidates scored per check, the ones sharing most sketch hashes first.
     max_candidates: int = 24
+    # Of those, at most this many found by the histogram rule: the closest (then oldest).
+    # Each is a near-duplicate on its own; a large store holds hundreds of near-identical
+    # histograms in one window, and weighing them all would make checks grow with it.
+    histogram_candidates: int = 8
     # A shingle from a message's last lines that this many stored messages share is list
     # boilerplate (a footer): it is left out of resemblance and candidate lookup.
     common_postings: int = 8
@@ -225,6 +229,9 @@ class Settings:
              "fingerprint.index_size", "must be 1..sketch_size"),
             (0.0 < self.detector.resemblance_threshold <= 1.0,
              "detector.resemblance_threshold", "must be in (0, 1]"),
+            (self.detector.max_candidates >= 1, "detector.max_candidates", "must be at least 1"),
+            (self.detector.histogram_candidates >= 1, "detector.histogram_candidates",
+             "must be at least 1"),
             (self.detector.scope in ("recipient", "global"), "detector.scope",
              "must be \"recipient\" or \"global\""),
             (self.milter.on_error in ON_ERROR, "milter.on_error", f"must be one of {ON_ERROR}"),

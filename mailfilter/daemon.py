@@ -25,7 +25,6 @@ from mailfilter.config import ConfigError, LogSettings, Settings, load_settings
 SYSLOG_SOCKET = "/dev/log"
 _NEEDS_QUOTES = re.compile(r"[\s\"\\=\x00-\x1f\x7f]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_needs_quotes = _NEEDS_QUOTES.search
 
 
 class DaemonError(RuntimeError):
@@ -96,41 +95,15 @@ def format_value(value: Any) -> str:
 
 
 def format_fields(fields: Mapping[str, Any]) -> str:
-    """``key=value key=value ...`` in the order given (the order is part of the format).
-
-    Runs for every message: None, plain ints and strings that need no quotes (most values)
-    are done inline; everything else goes through :func:`format_value`.
-    """
-    parts = []
-    for key, value in fields.items():
-        kind = type(value)
-        if value is None:
-            parts.append(f"{key}=-")
-        elif (kind is str and value and not _needs_quotes(value)) or kind is int:
-            parts.append(f"{key}={value}")
-        else:
-            parts.append(f"{key}={format_value(value)}")
-    return " ".join(parts)
+    """``key=value key=value ...`` in the order given (the order is part of the format)."""
+    return " ".join([f"{key}={format_value(value)}" for key, value in fields.items()])
 
 
 def log_verdict(logger: logging.Logger, level: int = logging.INFO, **fields: Any) -> None:
     """Write one stable ``key=value`` line (fields in call order) for one message, and
-    count it in the metrics (when they are on).
-
-    The record is made and handed to the handlers directly: ``Logger.log`` would also
-    walk the stack to find the caller (``findCaller``), a large part of the cost of a line
-    written for every message.  The caller it would find is this function, so the record
-    says so itself: handlers, filters and formatters see the same record as before.
-    """
-    if logger.isEnabledFor(level):
-        line = format_fields(fields)
-        logger.handle(logger.makeRecord(
-            logger.name, level, _THIS_FILE, sys._getframe().f_lineno, line, (), None,
-            "log_verdict"))
+    count it in the metrics (when they are on)."""
+    logger.log(level, format_fields(fields))
     metrics.observe(fields)
-
-
-_THIS_FILE = log_verdict.__code__.co_filename
 
 
 class ThrottledWarning:

@@ -159,6 +159,7 @@ class Detector:
             chunk_index=tuple(d for d, _ in fp.chunks[:self.index_size]),
             posting_cap=s.posting_cap,
             max_candidates=s.max_candidates,
+            histogram_candidates=s.histogram_candidates,
         )
 
     def check(self, fp: Fingerprint, message_id: str | None,
@@ -178,6 +179,7 @@ class Detector:
         # Once per check, not per candidate (a large histogram window yields max_candidates).
         message_key = message_id_key(message_id)
         sketch_set = frozenset(fp.sketch)
+        sharing = candidates.sharing
         for doc_id, record in candidates.records.items():
             found_by = [name for name, ids in (
                 ("message-id", candidates.by_message_id), ("digest", candidates.by_digest),
@@ -185,7 +187,7 @@ class Detector:
                 ("attachments", candidates.by_chunk)) if doc_id in ids]
             item = self._weigh(fp, message_key, record, found_by,
                                candidates.by_histogram.get(doc_id), candidates.common,
-                               sketch_set)
+                               sketch_set if sharing is None or doc_id in sharing else None)
             if item.verdict != UNIQUE and scoped and record.recipients:
                 had = tuple(sorted(address for key, address in recipient_keys.items()
                                    if key in record.recipients))
@@ -213,13 +215,15 @@ class Detector:
 
     def _weigh(self, fp: Fingerprint, key: bytes | None, record: Record,
                found_by: list[str], histogram_positions: int | None,
-               boilerplate: frozenset[int], sketch_set: frozenset[int]) -> Evidence:
+               boilerplate: frozenset[int], sketch_set: frozenset[int] | None) -> Evidence:
+        """What ``record`` says about the message; ``sketch_set`` is the message's sketch
+        as a set, or None when the store found that the two sketches share no hash."""
         s = self.settings
-        item = Evidence(record=record, found_by=found_by)
+        item = Evidence(record, found_by)
         if self._long_enough(fp) and self._long_enough(record):
             # Containment: how much of the stored message the new one holds (reported only).
-            item.resemblance, item.containment = self._compare_sketches(
-                record.sketch, fp.sketch, boilerplate, sketch_set)
+            item.resemblance, item.containment = (0.0, 0.0) if sketch_set is None else \
+                self._compare_sketches(record.sketch, fp.sketch, boilerplate, sketch_set)
         item.histogram_positions, item.histogram_largest = histogram_distance(
             fp.histogram, record.histogram)
         if fp.chunks and record.chunks:

@@ -18,9 +18,10 @@ def tag_message(raw: bytes, value: str) -> bytes:
     """``raw`` with every incoming ``X-Dupfilter:`` (and its folded lines) removed and one
     ``X-Dupfilter: value`` added at the top of the header, after any mbox ``From `` line.
 
-    The line ending of the message (CRLF or LF) is kept.
+    The line ending of the message (CRLF or LF, as its first line ends) is kept.
     """
-    newline = b"\r\n" if b"\r\n" in raw[:4096] else b"\n"
+    first_end = raw.find(b"\n")
+    newline = b"\r\n" if first_end > 0 and raw[first_end - 1:first_end] == b"\r" else b"\n"
     header_end = raw.find(newline + newline)
     head, body = (raw, b"") if header_end < 0 else (raw[:header_end + len(newline)],
                                                       raw[header_end + len(newline):])

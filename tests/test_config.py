@@ -43,6 +43,7 @@ def test_empty_file_means_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize("content, expected", [
     ("[detector]\nresemblance_treshold = 0.4\n", "2: unknown key detector.resemblance_treshold"),
     ("[detector]\nscope = \"everyone\"\n", "detector.scope must be"),
+    ("[detector]\nhistogram_candidates = 0\n", "detector.histogram_candidates must be at least 1"),
     ("[fingerprint]\nngram = \"five\"\n", "2: fingerprint.ngram must be int"),
     ("[milter.actions]\nduplicate = \"explode\"\n", "milter.actions.duplicate must be one of"),
     ("[store]\nretention = \"forever\"\n", "store.retention"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from pathlib import Path
@@ -124,7 +125,7 @@ def test_store_left_half_created_is_completed(tmp_path: Path, settings: Settings
 def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> None:
     """A window of hundreds of histograms (a million records put thousands in one) is
     compared without missing any: the close ones come back closest first, at most
-    max_candidates of them."""
+    max_candidates of them, or histogram_candidates when that is fewer."""
     import random
 
     from mailfilter.store import Probe, Record
@@ -168,3 +169,10 @@ def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> Non
     assert [kind_of[i] for i in found.by_histogram] == ["same", "one", "one", "one", "two",
                                                        "two"]
     assert set(found.records) == set(found.by_histogram)
+    # A million records put hundreds of near-identical histograms in one window: the
+    # histogram rule weighs only the closest few (then the oldest: the first stored).
+    fewer = engine.store.lookup(dataclasses.replace(probe, histogram_candidates=3))
+    assert list(fewer.by_histogram.values()) == [0, 1, 1]
+    assert set(fewer.records) == set(fewer.by_histogram)
+    ones = sorted(i for i in ids if kind_of[i] == "one")
+    assert [i for i in fewer.by_histogram if kind_of[i] == "one"] == ones[:2]

@@ -156,6 +156,16 @@ class Probe:
     # The message's whole sketch: boilerplate only matters for records sharing one of its
     # hashes, so a store need not count the tail hashes when no record does.
     sketch: tuple[int, ...] = ()
+    # At most this many histogram-window matches (closest, then oldest); None: as many as
+    # ``max_candidates``.
+    histogram_candidates: int | None = None
+
+    @property
+    def histogram_limit(self) -> int:
+        """How many histogram-window matches to return."""
+        if self.histogram_candidates is None:
+            return self.max_candidates
+        return min(self.max_candidates, self.histogram_candidates)
 
 
 @dataclass(slots=True)
@@ -171,6 +181,10 @@ class Candidates:
     by_shingle: dict[int, int] = field(default_factory=dict)
     by_chunk: dict[int, int] = field(default_factory=dict)
     histogram_window_size: int = 0
+    # Ids of returned records whose sketch shares a hash with ``Probe.sketch``, when the
+    # store worked it out (None: not known).  The others resemble the message in nothing,
+    # so the detector need not compare them (a large histogram window returns many such).
+    sharing: frozenset[int] | None = None
     # Probe tail hashes that many stored messages share: boilerplate, not evidence.  Only
     # needed to compare sketches that share a hash, so a store may leave it empty when no
     # record it returns shares one with ``Probe.sketch`` (or when it returns none).

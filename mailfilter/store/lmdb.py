@@ -29,7 +29,7 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -79,7 +79,7 @@ def _close_histograms(packed: bytes, probe: Probe) -> list[tuple[int, int]]:
         if positions <= limit:
             close.append((positions, _U64.unpack_from(packed, offset + 38)[0]))
     close.sort()
-    return close[:probe.max_candidates]
+    return close[:probe.histogram_limit]
 
 
 def _close_histograms_numpy(packed: memoryview, probe: Probe) -> list[tuple[int, int]]:
@@ -102,7 +102,7 @@ def _close_histograms_numpy(packed: memoryview, probe: Probe) -> list[tuple[int,
         return []
     ids = entries[rows, 38:46].copy().view(">u8").ravel()
     positions = differing[rows]
-    order = np.lexsort((ids, positions))[:probe.max_candidates]   # closest, then oldest
+    order = np.lexsort((ids, positions))[:probe.histogram_limit]   # closest, then oldest
     return list(zip(positions[order].tolist(), ids[order].tolist(), strict=True))
 
 
@@ -384,7 +384,11 @@ class LmdbStore:
             for key, data in txn.cursor(db=self.docs).getmulti([_u64(i) for i in wanted]):
                 doc_id = _U64.unpack(key)[0]
                 result.records[doc_id] = decode(doc_id, data)
-        if probe.tail_hashes and self._compared(probe, result.records.values()):
+        if probe.sketch:
+            sketch = frozenset(probe.sketch)
+            result.sharing = frozenset(doc_id for doc_id, record in result.records.items()
+                                       if not sketch.isdisjoint(record.sketch))
+        if probe.tail_hashes and (result.sharing is None or result.sharing):
             # Which tail hashes are boilerplate matters only when sketches that share a hash
             # are compared (the records of a large histogram window mostly share none), so
             # the tail hashes not in the index (a B-tree descent each) are counted only now.
@@ -395,15 +399,6 @@ class LmdbStore:
             result.common = frozenset(value for value in probe.tail_hashes
                                       if known[value] >= probe.common_postings)
         return result
-
-    @staticmethod
-    def _compared(probe: Probe, records: Iterable[Record]) -> bool:
-        """True when some record shares a sketch hash with the message (or the probe does
-        not carry its sketch)."""
-        if not probe.sketch:
-            return True
-        sketch = frozenset(probe.sketch)
-        return any(not sketch.isdisjoint(record.sketch) for record in records)
 
     def _histogram_window(self, txn: lmdb.Transaction, probe: Probe, result: Candidates) -> None:
         low = max(0, probe.histogram_sum - probe.histogram_window)

@@ -184,8 +184,8 @@ end
 # ARGV: params id, message-id key or '', digest, histogram, sum, window, max positions,
 # posting cap, max candidates, min shared, common threshold, then the sketch hashes, the
 # tail hashes and the chunk digests, each list as one string of fixed-width big-endian
-# values, and 1 when the store has several partitions.  The reply is flat (see
-# RedisStore._parse_lookup).
+# values, 1 when the store has several partitions, and the most histogram candidates.
+# The reply is flat (see RedisStore._parse_lookup).
 #
 # Every redis.call and every string the script makes costs a microsecond or more, so the
 # script reads only what can matter: a posting key is read only when enough of the
@@ -214,7 +214,8 @@ local _, ckeys = split(ARGV[14], 8, 'k')
 local ntail = #ARGV[13] / SW
 -- On a store of several partitions the client adds up every partition's tail counts.
 local all_tails = ARGV[15] == '1'
-local at = 16
+local hmax = math.min(maxc, tonumber(ARGV[16]))
+local at = 17
 
 local postings = {}
 local function newest(key)
@@ -276,10 +277,11 @@ if window > 0 then
       end
     end
   end
-  local pos = {}
-  for j, id in ipairs(close) do pos[id] = j end
+  -- Closest first, then oldest (ids grow with time), as LMDB.
+  local num = {}
+  for _, id in ipairs(close) do num[id] = tonumber(id) end
   table.sort(close, function(a, b)
-    return diffs[a] < diffs[b] or (diffs[a] == diffs[b] and pos[a] < pos[b]) end)
+    return diffs[a] < diffs[b] or (diffs[a] == diffs[b] and num[a] < num[b]) end)
 end
 
 -- Sketch postings.  One EXISTS first: a candidate must share min_shared hashes, so when
@@ -331,8 +333,9 @@ local function fetch(ids, from, n)
 end
 local wanted = {}
 for _, list in ipairs({mids, dids}) do for _, id in ipairs(list) do wanted[#wanted + 1] = id end end
-for _, list in ipairs({close, shingles, chunks}) do
-  for j = 1, math.min(#list, maxc) do wanted[#wanted + 1] = list[j] end
+for _, pair in ipairs({{close, hmax}, {shingles, maxc}, {chunks, maxc}}) do
+  local list = pair[1]
+  for j = 1, math.min(#list, pair[2]) do wanted[#wanted + 1] = list[j] end
 end
 fetch(wanted, 1, #wanted)
 local function keep(id)
@@ -344,10 +347,10 @@ local function emit_ids(out, ids)
   out[#out + 1] = #kept
   for _, id in ipairs(kept) do out[#out + 1] = id end
 end
-local function emit_ranked(out, ids, score)
+local function emit_ranked(out, ids, score, most)
   local kept, j = {}, 1
-  while #kept < maxc and j <= #ids do
-    if docs[ids[j]] == nil then fetch(ids, j, maxc - #kept) end
+  while #kept < most and j <= #ids do
+    if docs[ids[j]] == nil then fetch(ids, j, most - #kept) end
     if docs[ids[j]] then kept[#kept + 1] = ids[j]; keep(ids[j]) end
     j = j + 1
   end
@@ -358,9 +361,9 @@ local out, found = {}, {}
 emit_ids(out, mids)
 emit_ids(out, dids)
 out[#out + 1] = wsize
-emit_ranked(out, close, diffs)
-emit_ranked(found, shingles, shits)
-emit_ranked(found, chunks, chits)
+emit_ranked(out, close, diffs, hmax)
+emit_ranked(found, shingles, shits, maxc)
+emit_ranked(found, chunks, chits, maxc)
 -- Posting counts of the last-line hashes: only worth reading when records are compared.
 out[#out + 1] = ntail
 if #order == 0 and not all_tails then
@@ -855,7 +858,8 @@ class RedisStore:
             max(1, math.ceil(common_postings / parts)) if common_postings < 1 << 62
             else common_postings,
             _pack(probe.sketch_index, width), _pack(probe.tail_hashes, width),
-            _pack(probe.chunk_index, 8), 1 if parts > 1 else 0]
+            _pack(probe.chunk_index, 8), 1 if parts > 1 else 0,
+            max(1, probe.histogram_limit)]
 
     def _candidates(self, probe: Probe, replies: list[Any]) -> Candidates:
         result = Candidates()
@@ -867,7 +871,7 @@ class RedisStore:
                                                         strict=True)
                                       if n >= probe.common_postings)
         if len(self.partitions) > 1:
-            self._trim(result, probe.max_candidates)
+            self._trim(result, probe.max_candidates, probe.histogram_limit)
         return result
 
     def lookup(self, probe: Probe) -> Candidates:
@@ -925,10 +929,11 @@ class RedisStore:
             result.records[doc_id] = Record.decode(doc_id, next(items))
 
     @staticmethod
-    def _trim(result: Candidates, limit: int) -> None:
-        """Partitions each returned up to ``limit`` candidates per index: keep the best."""
+    def _trim(result: Candidates, limit: int, histogram_limit: int) -> None:
+        """Partitions each returned up to ``limit`` candidates per index (``histogram_limit``
+        for the histogram window): keep the best."""
         result.by_histogram = dict(sorted(result.by_histogram.items(),
-                                          key=lambda item: item[1])[:limit])
+                                          key=lambda item: (item[1], item[0]))[:histogram_limit])
         result.by_shingle = dict(sorted(result.by_shingle.items(),
                                         key=lambda item: -item[1])[:limit])
         result.by_chunk = dict(sorted(result.by_chunk.items(), key=lambda item: -item[1])[:limit])
