@@ -41,7 +41,8 @@ def start(settings: MetricsSettings, front_end: str,
                                            0.5, 1.0, 2.5), registry=registry)
     # Label children, each looked up once (on first use, so that a series appears only once
     # it has a sample, as before): ``labels()`` takes a lock and builds a key every call.
-    _state["children"] = {}
+    _state["message_counters"] = {}
+    _state["latency_child"] = None
     if records is not None:
         gauge = Gauge("dupfilter_store_records", "Records in the store", ["front_end"],
                       registry=registry)
@@ -60,17 +61,17 @@ def observe(fields: Mapping[str, Any]) -> None:
     if error:
         match = _ERROR_KIND.match(str(error))
         _state["errors"].labels(front_end, match.group(1) if match else "other").inc()
-    children = _state["children"]
+    message_counters = _state["message_counters"]
     key = (str(fields.get("verdict") or "unchecked"), str(fields.get("action") or "-"))
-    counter = children.get(key)
+    counter = message_counters.get(key)
     if counter is None:
-        counter = children[key] = _state["messages"].labels(front_end, *key)
+        counter = message_counters[key] = _state["messages"].labels(front_end, *key)
     counter.inc()
     milliseconds = fields.get("ms")
     if isinstance(milliseconds, (int, float)):
-        latency = children.get("latency")
+        latency = _state.get("latency_child")
         if latency is None:
-            latency = children["latency"] = _state["latency"].labels(front_end)
+            latency = _state["latency_child"] = _state["latency"].labels(front_end)
         latency.observe(milliseconds / 1000.0)
 
 
