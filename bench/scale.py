@@ -321,7 +321,9 @@ def main() -> int:
         analyses = analyse_all(raws, settings)
         print(f"corpus: {len(raws)} messages; default settings (sketch "
               f"{settings.fingerprint.sketch_size}, index {settings.fingerprint.index_size}, "
-              f"threshold {settings.detector.resemblance_threshold})\n")
+              f"threshold {settings.detector.resemblance_threshold}, candidates "
+              f"{settings.detector.max_candidates}, histogram candidates "
+              f"{settings.detector.histogram_candidates})\n")
         print_header()
         rows = run_scale(args, settings, analyses, raws, scratch)
         if rows:
