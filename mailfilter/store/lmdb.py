@@ -29,7 +29,7 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -309,10 +309,10 @@ class LmdbStore:
         """Postings under each of ``keys`` (0 when absent): one B-tree descent per key."""
         return [cursor.count() if cursor.set_key(key) else 0 for key in keys]
 
-    def _posting_ids(self, cursor: lmdb.Cursor, keys: list[bytes], counts: list[int],
+    def _posting_ids(self, cursor: lmdb.Cursor, counted: Iterable[tuple[bytes, int]],
                      cap: int) -> list[int]:
-        """The newest ``cap`` ids under each of ``keys`` (same-length keys, with their
-        ``counts``), all together.
+        """The newest ``cap`` ids under each key of ``counted`` (same-length keys, each
+        with its count of postings), all together.
 
         Short lists (nearly all of them) are read in one ``getmulti`` call; a list longer
         than ``cap`` (a common shingle) is read from its end, so it never costs more than
@@ -320,7 +320,7 @@ class LmdbStore:
         """
         short = []
         found: list[int] = []
-        for key, count in zip(keys, counts, strict=True):
+        for key, count in counted:
             if count > cap:
                 found += self._postings(cursor, key, cap)
             elif count:
@@ -354,21 +354,19 @@ class LmdbStore:
                 tail = frozenset(probe.tail_hashes)
                 common = {value for value, count in zip(index, counts, strict=True)
                           if count >= probe.common_postings and value in tail}
-            use_keys, use_counts = keys, counts
+            counted = zip(keys, counts, strict=True)
             if 0 < len(common) < len(index):
-                kept = [(key, count) for value, key, count in zip(index, keys, counts,
-                                                                  strict=True)
-                        if value not in common]
-                use_keys, use_counts = [k for k, _ in kept], [c for _, c in kept]
-            found = self._posting_ids(shingles, use_keys, use_counts, probe.posting_cap)
+                counted = ((key, count) for value, key, count
+                           in zip(index, keys, counts, strict=True) if value not in common)
+            found = self._posting_ids(shingles, counted, probe.posting_cap)
             result.by_shingle = {doc_id: count for doc_id, count in
                                  Counter(found).most_common(probe.max_candidates)
                                  if count >= probe.min_shared}
         if probe.chunk_index:
             cursor = txn.cursor(db=self.index["by_chunk"])
             keys = [_u64(value) for value in probe.chunk_index]
-            found = self._posting_ids(cursor, keys, self._counts(cursor, keys),
-                                      probe.posting_cap)
+            found = self._posting_ids(cursor, zip(keys, self._counts(cursor, keys),
+                                                  strict=True), probe.posting_cap)
             result.by_chunk = dict(Counter(found).most_common(probe.max_candidates))
         wanted = sorted(set(result.by_message_id).union(
             result.by_digest, result.by_histogram, result.by_shingle, result.by_chunk))

@@ -214,7 +214,7 @@ local _, ckeys = split(ARGV[14], 8, 'k')
 local ntail = #ARGV[13] / SW
 -- On a store of several partitions the client adds up every partition's tail counts.
 local all_tails = ARGV[15] == '1'
-local hmax = math.min(maxc, tonumber(ARGV[16]))
+local hmax = tonumber(ARGV[16])   -- Probe.histogram_limit: at most maxc
 local at = 17
 
 local postings = {}
