@@ -102,6 +102,17 @@ def wait_for_port(host: str, port: int, timeout: float = 10.0) -> None:
             time.sleep(0.05)
 
 
+def _delivery_order(path: Path) -> tuple[int, int, str]:
+    """Sort key for Postfix's Maildir names ``SEC.VdevIinodeMusec.host``: by delivery time.
+
+    The plain name sorts two copies delivered in the same second by their inode number,
+    which is arbitrary, so "the last copy" was sometimes the first one."""
+    found = re.match(r"(\d+)\.V[0-9a-f]+I[0-9a-f]+M(\d+)\.", path.name)
+    if found is None:
+        return (0, 0, path.name)
+    return (int(found.group(1)), int(found.group(2)), path.name)
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One delivered copy: where it went, envelope, and the bytes as delivered."""
@@ -439,7 +450,7 @@ class PostfixHarness:
 
     def _maildir_messages(self) -> list[Delivery]:
         found = []
-        for path in sorted(self.vmail.glob("*/new/*")):
+        for path in sorted(self.vmail.glob("*/new/*"), key=_delivery_order):
             try:
                 data = path.read_bytes()
             except FileNotFoundError:
