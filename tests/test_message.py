@@ -138,9 +138,14 @@ def test_huge_body_is_capped_for_fingerprinting() -> None:
 
 def test_pathological_content_type_header_is_fast() -> None:
     raw = (b"Subject: x\nContent-Type: text/html " + b"; " * 7000 + b"\n\n<p>hello world</p>")
-    started = time.perf_counter()
-    msg = parse(raw)
-    assert time.perf_counter() - started < 0.05
+    # Best of 3: one run can lose 50 ms to a busy CI machine or a garbage collection; a
+    # quadratic parse (seconds here) is slow every time.
+    seconds = []
+    for _ in range(3):
+        started = time.perf_counter()
+        msg = parse(raw)
+        seconds.append(time.perf_counter() - started)
+    assert min(seconds) < 0.05, seconds
     assert "hello world" in msg.text
 
 
