@@ -76,7 +76,9 @@ def test_formula_2_lcs_respects_order() -> None:
 
 
 def test_cdc_survives_an_insertion_where_fsp_does_not() -> None:
-    data = os.urandom(200_000)
+    # Seeded: over random data the CDC similarity is ~0.97, but its low tail reaches the
+    # 0.85 bound (0.865 was seen in 2,000 draws).  This one is typical (0.98).
+    data = random.Random(1).randbytes(200_000)
     shifted = data[:1000] + b"inserted!" + data[1000:]
     assert chunk_similarity(cdc_chunks(data), cdc_chunks(shifted)) > 0.85
     assert chunk_similarity(fsp_chunks(data), fsp_chunks(shifted)) < 0.1
