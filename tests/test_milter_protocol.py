@@ -354,7 +354,12 @@ def test_sigterm_finishes_the_message_in_flight(daemon):
         c.begin("a@example.test", ["b@example.test"], headers("t1"), "QT")
         c.body(body_of())
         d.proc.send_signal(signal.SIGTERM)
-        time.sleep(1.0)
+        # Until the daemon has taken the signal, a new message would still be accepted.
+        deadline = time.monotonic() + 20
+        while "stopping: " not in d.log_text():
+            assert d.proc.poll() is None, f"exited with a message in flight:\n{d.log_text()}"
+            assert time.monotonic() < deadline, d.log_text()
+            time.sleep(0.05)
         assert d.proc.poll() is None, "exited with a message in flight"
         # A message that has not reached DATA yet is refused with a 451 meanwhile.
         with d.client() as late:
