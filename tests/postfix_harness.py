@@ -346,9 +346,38 @@ class PostfixHarness:
         if reload:
             self.reload()
 
-    def reload(self, settle: float = 1.0) -> None:
+    def reload(self, settle: float = 1.0, timeout: float = 10.0) -> None:
+        """``postfix reload``; return once the daemons of the old configuration are gone.
+
+        The daemons running at the reload (an idle smtpd among them) keep the listening
+        sockets and the old settings until they get round to exiting: a connection made
+        before that may still be served the old way.  So wait (up to ``timeout``) until
+        every one of them has exited, then ``settle`` a moment longer."""
+        old = self._daemon_pids()
         self._postfix("reload")
+        deadline = time.monotonic() + timeout
+        while old & self._daemon_pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
         time.sleep(settle)
+
+    def _daemon_pids(self) -> set[int]:
+        """PIDs of the master's live child processes (the Postfix daemons) right now."""
+        try:
+            master = int((self.root / "spool" / "pid" / "master.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return set()
+        found = set()
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            if int(ppid) == master and state != "Z":
+                found.add(int(entry.name))
+        return found
 
     def flush(self) -> None:
         """Retry deferred mail now (postqueue -f)."""
