@@ -210,16 +210,22 @@ def test_tcp_milter_has_no_nagle_stall(postfix, milter):
     """Over TCP, Nagle + delayed ACK cost ~2 x 40 ms a message; our fixes remove both."""
     slow = milter("", kind="inet", args=("--allow-root", "--no-tcp-fixes"))
     postfix.postconf(f"smtpd_milters = {slow.postfix_spec}")
+    rounds = 1
     try:
         stalled = _median_ms(postfix)
         slow.stop()
         fast = milter("", kind="inet")
         postfix.postconf(f"smtpd_milters = {fast.postfix_spec}")
         fixed = _median_ms(postfix)
+        # A busy CI machine can slow one round of 12 messages down; a stall cannot go away
+        # by measuring again (it costs >= 40 ms each time), so the best of 3 rounds counts.
+        while rounds < 3 and not (fixed < 45 and fixed < stalled / 2):
+            fixed = min(fixed, _median_ms(postfix))
+            rounds += 1
     finally:
         postfix.postconf(f"smtpd_milters = unix:{postfix.root}/milter/milter.sock")
     assert stalled > 75, f"expected the two delayed-ACK stalls, got {stalled:.1f} ms"
     # Two delayed ACKs are >= 80 ms; a fixed message takes a few ms (45: room for a busy CI).
     assert fixed < 45 and fixed < stalled / 2, \
-        f"TCP message took {fixed:.1f} ms (stalled: {stalled:.1f} ms)"
-    postfix.wait_for_delivery(24, recipient="bob@sink.test")
+        f"TCP message took {fixed:.1f} ms (stalled: {stalled:.1f} ms, best of {rounds})"
+    postfix.wait_for_delivery(12 * (1 + rounds), recipient="bob@sink.test")
