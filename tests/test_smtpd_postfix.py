@@ -84,13 +84,17 @@ def test_second_copy_arrives_tagged(loop: Loop) -> None:
     assert first.data.endswith(raw) and second.data.endswith(raw)
     # The filter's log line carries Postfix's queue id (from XFORWARD IDENT) and the
     # re-injected one; the re-injection smtpd got the original queue id by XFORWARD too.
-    lines = [line for line in daemon.log().splitlines() if "msgid=<loop-twice@" in line]
-    assert len(lines) == 2
+    # Both are written while the copies travel on (the mail log by postlogd): wait for them.
+    deadline = time.monotonic() + 15
+    while len(lines := [line for line in daemon.log().splitlines()
+                        if "msgid=<loop-twice@" in line]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(lines) == 2, lines
     ident = re.search(r"queue=([0-9A-F]{6,}) ", lines[1])
     queued = re.search(r" queued_as=([0-9A-F]{6,}) ", lines[1])
     assert ident and queued
-    assert f"{queued.group(1)}: client=localhost[127.0.0.1], orig_queue_id={ident.group(1)}" \
-        in pf.log_text()
+    pf.wait_log(re.escape(f"{queued.group(1)}: client=localhost[127.0.0.1], "
+                          f"orig_queue_id={ident.group(1)}"))
 
 
 def test_8bit_and_smtputf8_arrive_intact(loop: Loop) -> None:
