@@ -246,6 +246,13 @@ def full_disk_message(number: int, tag: str) -> bytes:
                         message_id=f"<{tag}{number}@full.test>", crlf=True)
 
 
+def warnings_allowed(since: float) -> int:
+    """How many times a store failure that lasted from ``since`` until now may be logged:
+    once, and once more per minute it went on (daemon.ThrottledWarning's interval).  A
+    slow CI machine can take over a minute for the 30 messages."""
+    return 1 + int((time.monotonic() - since) // 60)
+
+
 def dupfilter_header(pf: PostfixHarness, recipient: str, count: int) -> list[str]:
     """The X-Dupfilter header of each of ``count`` copies for ``recipient`` (one each)."""
     copies = pf.wait_for_delivery(count, recipient=recipient, timeout=60)
@@ -270,6 +277,7 @@ def test_full_disk_under_the_milter_passes_mail_and_recovers(
     with daemon:
         pf.send(full_disk_message(0, mode), "ann@example.org", ["full@sink.test"])
         assert dupfilter_header(pf, "full@sink.test", 1) == ["unique"]
+        filled_at = time.monotonic()
         filler = fill(tiny_filesystem)
         for number in range(1, sent + 1):       # one at a time: each its own commit
             pf.send(full_disk_message(number, mode), "ann@example.org", ["full@sink.test"])
@@ -285,7 +293,8 @@ def test_full_disk_under_the_milter_passes_mail_and_recovers(
         warnings = [line for line in daemon.log_text().splitlines()
                     if "cannot record" in line]
         assert failed >= 5, daemon.log_text()[-3000:]
-        assert len(warnings) == 1 and "No space left on device" in warnings[0], warnings
+        assert 1 <= len(warnings) <= warnings_allowed(filled_at), warnings
+        assert "No space left on device" in warnings[0], warnings
         print(f"\nmilter ({mode}), disk full: {sent} delivered tagged, {failed} not "
               f"recorded, {len(warnings)} warning line")
         # Space returns: the same process records again, and finds the copy.
@@ -333,6 +342,7 @@ def test_full_disk_under_the_smtp_filter_passes_mail_and_recovers(
                 port=mta.entry_port)
         assert dupfilter_header(pf, "full@sink.test", 1) == ["unique"]
         assert wait_lines(1)[0]["recorded"] == "yes"
+        filled_at = time.monotonic()
         filler = fill(tiny_filesystem)
         for number in range(1, sent + 1):
             pf.send(full_disk_message(number, "smtpd"), "ann@example.org",
@@ -345,7 +355,8 @@ def test_full_disk_under_the_smtp_filter_passes_mail_and_recovers(
         failed = sum(1 for line in found if line["recorded"] == "no")
         warnings = [line for line in daemon.log().splitlines() if "cannot record" in line]
         assert failed >= 5, daemon.log()[-3000:]
-        assert len(warnings) == 1 and "No space left on device" in warnings[0], warnings
+        assert 1 <= len(warnings) <= warnings_allowed(filled_at), warnings
+        assert "No space left on device" in warnings[0], warnings
         print(f"\nsmtpd, disk full: {sent} delivered tagged, {failed} not recorded, "
               f"{len(warnings)} warning line")
         filler.unlink()
