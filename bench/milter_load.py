@@ -2,6 +2,7 @@
 
     python bench/milter_load.py                       # 5 rounds, 4 and 16 sessions
     python bench/milter_load.py --rounds 3 --messages 300 --nagle
+    python bench/milter_load.py --rounds 3 --reference --latency 0
 
 One private Postfix (tests/postfix_harness.py) with one smtpd listener per path, so that no
 reload happens between runs:
@@ -10,11 +11,17 @@ reload happens between runs:
   unix   smtpd_milters = unix:...      (dupfilter-milter, its own store)
   tcp    smtpd_milters = inet:127.0.0.1:PORT  (a second dupfilter-milter, its own store)
   tcp-nagle (--nagle)  the same over TCP with --no-tcp-fixes: Nagle/delayed-ACK stalls
+  minimal (--reference)  unix:... to bench/peers/minimal_milter.py, a pymilter milter that
+                         only collects the message and adds a header: what any Python
+                         milter costs here, so that dupfilter's own share shows
 
 Every run sends ``--messages`` messages of ``--size`` bytes with ``smtp-source -s SESSIONS``
 (one connection per message) to ``user@sink.test``, and waits until the loopback sink has all
 of them: msg/s = messages / (time until the last one is delivered).  Delivered messages are
-counted; any shortfall is reported as lost.  The order of the paths rotates each round; the
+counted; any shortfall is reported as lost.  Per run, the CPU of the milter process and of
+the whole machine (``/proc/stat``, every process: Postfix, the sink, the milter) are
+divided by the messages: on a machine the runs keep busy, the ratio follows the machine's
+CPU per message.  The order of the paths rotates each round; the
 ratio column is the median of the per-round ratios to ``none`` (see recipes section 11).
 smtp-source sends the same body every time (only Message-Id differs), so after the first
 message each one is a duplicate: the milter checks, tags and records every message.
@@ -47,6 +54,12 @@ def smtpd_service(port: int, milters: str) -> list[str]:
     """A master.cf smtpd listener on ``port`` with its own smtpd_milters."""
     return [f"127.0.0.1:{port} inet  n       -       n       -       -       smtpd",
             f"  -o smtpd_milters={milters}"]
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(all, idle + iowait) clock ticks of every CPU so far, from ``/proc/stat``."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(values), values[3] + values[4]
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -94,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, nargs="+", default=[4, 16])
     parser.add_argument("--nagle", action="store_true",
                         help="add a TCP milter run with --no-tcp-fixes (slow: ~90 ms a message)")
+    parser.add_argument("--reference", action="store_true",
+                        help="add a minimal pymilter milter (bench/peers/minimal_milter.py) "
+                             "on a unix socket")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--latency", type=int, default=25, metavar="N",
                         help="also time N single messages per path, one at a time "
@@ -110,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.nagle:
         ports["tcp-nagle"] = free_port()
         master += smtpd_service(ports["tcp-nagle"], f"inet:127.0.0.1:{nagle_port}")
+    reference_sock = work / "pf" / "milter" / "minimal.sock"
+    if args.reference:
+        ports["minimal"] = free_port()
+        master += smtpd_service(ports["minimal"], f"unix:{reference_sock}")
     pf = PostfixHarness(work / "pf", master_cf=master, keep=False,
                         main_cf=["milter_default_action = tempfail"])
     (work / "pf" / "milter").mkdir(parents=True)
@@ -128,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     milter_of = {"none": None, "unix": daemons[0], "tcp": daemons[1]}
     if args.nagle:
         milter_of["tcp-nagle"] = daemons[2]
+    reference: subprocess.Popen[bytes] | None = None
     cpu_ms: dict[tuple[int, str], list[float]] = {}
+    machine_ms: dict[tuple[int, str], list[float]] = {}
+    busy: dict[tuple[int, str], list[float]] = {}
     results: dict[tuple[int, str], list[tuple[float, float, int]]] = {}
     latencies: dict[str, list[float]] = {}
     lost = 0
@@ -136,6 +159,15 @@ def main(argv: list[str] | None = None) -> int:
         pf.start()
         for d in daemons:
             d.start()
+        if args.reference:
+            reference = subprocess.Popen([sys.executable, str(HERE / "peers" / "minimal_milter.py"),
+                                          f"unix:{reference_sock}"])
+            deadline = time.monotonic() + 30
+            while not reference_sock.exists():
+                if reference.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the minimal milter did not start")
+                time.sleep(0.05)
+            os.chmod(reference_sock, 0o666)    # Postfix's smtpd runs as postfix
         # Warm-up: Postfix processes, milter stores, sink.
         for path in paths:
             run_once(pf, ports[path], 4, 20, args.size, args.timeout)
@@ -145,13 +177,21 @@ def main(argv: list[str] | None = None) -> int:
                 for path in order:
                     count = args.messages if path != "tcp-nagle" else max(
                         40, args.messages // 4)
-                    milter = milter_of[path]
-                    pid = milter.proc.pid if milter is not None else None
+                    milter = milter_of.get(path)
+                    pid = (milter.proc.pid if milter is not None else
+                           reference.pid if path == "minimal" and reference else None)
                     cpu_before = cpu_seconds(pid)
+                    ticks_before, idle_before = machine_jiffies()
                     result = run_once(pf, ports[path], sessions, count, args.size,
                                       args.timeout)
+                    ticks, idle = machine_jiffies()
+                    used = (ticks - ticks_before) - (idle - idle_before)
                     cpu_ms.setdefault((sessions, path), []).append(
                         (cpu_seconds(pid) - cpu_before) * 1000 / count)
+                    machine_ms.setdefault((sessions, path), []).append(
+                        used / os.sysconf("SC_CLK_TCK") * 1000 / count)
+                    busy.setdefault((sessions, path), []).append(
+                        used / max(1, ticks - ticks_before))
                     results.setdefault((sessions, path), []).append(result)
                     lost += count - result[2]
                     print(f"round {round_no + 1} s={sessions:<2} {path:<9} "
@@ -167,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for d in daemons:
             d.kill()
+        if reference is not None:
+            reference.kill()
+            reference.wait()
         pf.stop()
     milter_lines = sum(len(d.verdict_lines()) for d in daemons)
     errors = sum(1 for d in daemons for line in d.verdict_lines() if "error" in line)
@@ -175,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
           f"per run, {args.rounds} rounds (medians), {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}\n")
     print("| sessions | path | accepted msg/s | delivered msg/s | ratio to none "
-          "| per-round ratios | milter CPU ms/msg | delivered |")
-    print("|---:|---|---:|---:|---:|---|---:|---:|")
+          "| per-round ratios | milter CPU ms/msg | machine CPU ms/msg | CPUs busy "
+          "| delivered |")
+    print("|---:|---|---:|---:|---:|---|---:|---:|---:|---:|")
     for sessions in args.sessions:
         base = results[(sessions, "none")]
         for path in paths:
@@ -188,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"| {statistics.median(ratios):.2f} "
                   f"| {' '.join(f'{r:.2f}' for r in ratios)} "
                   f"| {statistics.median(cpu_ms[(sessions, path)]):.2f} "
+                  f"| {statistics.median(machine_ms[(sessions, path)]):.2f} "
+                  f"| {statistics.median(busy[(sessions, path)]):.0%} "
                   f"| {sum(r[2] for r in runs)}/{sent * len(runs)} |")
     if latencies:
         print(f"\nOne message at a time ({args.latency} per path per round, median of the "
