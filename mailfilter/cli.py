@@ -79,45 +79,82 @@ def _filter_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say(text: str, stream: object = None) -> None:
+    """One line on stderr (procmail's log), or on ``stream``; never raises.
+
+    A log that cannot be written (a full disk, a closed descriptor) must not keep the
+    message from coming out: a failing stream is swapped for /dev/null.
+    """
+    target = sys.stderr if stream is None else stream
+    if target is None:      # no stderr at all: print() would write to stdout instead
+        return
+    try:
+        print(text, file=target, flush=True)
+    except (OSError, ValueError):
+        if target is sys.stderr:
+            try:
+                sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the process's life
+            except OSError:
+                pass
+
+
 def filter_main(argv: Sequence[str] | None = None) -> int:
     """``dupfilter``: never loses the message — on any failure it passes it through."""
     parser = _filter_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as usage:
+        words = sys.argv[1:] if argv is None else list(argv)
+        if usage.code in (0, None) or "--tag" not in words:
+            raise
+        # A bad flag (a typo in .procmailrc, an option an upgrade removed): argparse has
+        # said why; the message still goes through.
+        args = argparse.Namespace(tag=True, check=False, json=False, usage_error=True)
     try:
         raw = sys.stdin.buffer.read()
     except OSError as error:
-        print(f"dupfilter: cannot read the message: {error}", file=sys.stderr)
+        _say(f"dupfilter: cannot read the message: {error}")
         return EX_TEMPFAIL if args.tag else 1
     verdict: Verdict | None = None
     try:
-        settings = _settings(args)
-        with Engine(settings) as engine:
-            verdict = engine.check(raw, args.recipient, record=not args.no_record)
-        if verdict.defects:
-            print(f"dupfilter: note: {verdict.message_id or 'message without Message-ID'}: "
-                  f"{'; '.join(verdict.defects[:4])}", file=sys.stderr)
+        if getattr(args, "usage_error", False):
+            _say("dupfilter: bad command line; message passed through unchecked")
+        else:
+            settings = _settings(args)
+            with Engine(settings) as engine:
+                verdict = engine.check(raw, args.recipient, record=not args.no_record)
+            if verdict.defects:
+                _say(f"dupfilter: note: {verdict.message_id or 'message without Message-ID'}: "
+                     f"{'; '.join(verdict.defects[:4])}")
     except (ConfigError, StoreError) as error:
-        print(f"dupfilter: {error}; message passed through unchecked", file=sys.stderr)
+        _say(f"dupfilter: {error}; message passed through unchecked")
     except MemoryError:
-        print("dupfilter: out of memory; message passed through unchecked", file=sys.stderr)
+        _say("dupfilter: out of memory; message passed through unchecked")
     except Exception as error:  # noqa: BLE001 - never lose mail over a bug
-        print(f"dupfilter: internal error ({type(error).__name__}: {error}); "
-              "message passed through unchecked", file=sys.stderr)
+        _say(f"dupfilter: internal error ({type(error).__name__}: {error}); "
+             "message passed through unchecked")
+    except BaseException as error:  # KeyboardInterrupt, SystemExit: the message first
+        if not args.tag:
+            raise
+        _say(f"dupfilter: interrupted ({type(error).__name__}); "
+             "message passed through unchecked")
     if args.json and verdict is not None:
-        stream = sys.stderr if args.tag else sys.stdout
-        print(json.dumps(verdict.as_dict()), file=stream, flush=True)
+        try:
+            line = json.dumps(verdict.as_dict())
+        except Exception as error:  # noqa: BLE001
+            line = json.dumps({"error": f"{type(error).__name__}: {error}"})
+        _say(line, sys.stderr if args.tag else sys.stdout)
     if args.tag:
         try:
             output = tag_message(raw, verdict.header_value()) if verdict else raw
         except Exception as error:  # noqa: BLE001
-            print(f"dupfilter: cannot add the header ({error}); passing through",
-                  file=sys.stderr)
+            _say(f"dupfilter: cannot add the header ({error}); passing through")
             output = raw
         try:
             sys.stdout.buffer.write(output)
             sys.stdout.buffer.flush()
         except OSError as error:
-            print(f"dupfilter: cannot write the message: {error}", file=sys.stderr)
+            _say(f"dupfilter: cannot write the message: {error}")
             return EX_TEMPFAIL
         return 0
     if args.check:

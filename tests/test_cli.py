@@ -285,3 +285,68 @@ def test_scan_with_worker_processes_applies_allow_rules(tmp_path: Path) -> None:
             assert row["skipped_by"] is None
     # ann's second copy of each text is a duplicate; cron's are never recorded
     assert [row["verdict"] for row in rows[0::2]] == ["unique", "duplicate"] * 10
+
+
+# ------------------------------------------------------- the pipe filter under duress
+
+@pytest.mark.parametrize("case", ["store-error", "json", "defects"])
+def test_unwritable_stderr_still_passes_the_message_through(tmp_path: Path, case: str) -> None:
+    """procmail's log on a full disk (stderr gives ENOSPC): the message still comes out."""
+    raw = make_message(paragraph_text(7))
+    db, extra = tmp_path / "s", []
+    if case == "store-error":
+        db.write_text("a file where the store should be")
+    elif case == "json":
+        extra = ["--json"]
+    else:
+        raw = b"Subject: no separator, no body"
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run([DUPFILTER, "--db", str(db), "--tag", *extra], input=raw,
+                                stdout=subprocess.PIPE, stderr=full, timeout=60)
+    assert result.returncode == 0
+    if case == "store-error":
+        assert result.stdout == raw
+    else:
+        assert result.stdout.startswith(b"X-Dupfilter: unique") and raw in result.stdout
+
+
+def test_closed_stderr_still_passes_the_message_through(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the store should be")
+    raw = make_message(paragraph_text(8))
+    result = subprocess.run([DUPFILTER, "--db", str(blocker), "--tag"], input=raw,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60,
+                            preexec_fn=lambda: os.close(2))
+    assert result.returncode == 0 and result.stdout == raw
+
+
+def test_interrupt_while_checking_passes_the_message_through(tmp_path: Path) -> None:
+    """SIGINT (KeyboardInterrupt, not an Exception) while the store hangs: pass through."""
+    import signal
+    import socket
+
+    raw = make_message(paragraph_text(9))
+    with socket.create_server(("127.0.0.1", 0)) as silent:     # accepts, never answers
+        port = silent.getsockname()[1]
+        message = tmp_path / "message"
+        message.write_bytes(raw)
+        with open(message, "rb") as stdin:
+            proc = subprocess.Popen([DUPFILTER, "--db", f"redis://127.0.0.1:{port}/0",
+                                     "--tag"], stdin=stdin, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        silent.settimeout(30)
+        connection, _ = silent.accept()
+        with connection:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out == raw
+    assert b"interrupted" in err and b"passed through unchecked" in err
+
+
+def test_usage_error_with_tag_passes_the_message_through(tmp_path: Path) -> None:
+    raw = make_message(paragraph_text(10))
+    result = run(DUPFILTER, "--db", str(tmp_path), "--tag", "--no-such-flag", stdin=raw)
+    assert result.returncode == 0 and result.stdout == raw
+    assert b"unrecognized arguments: --no-such-flag" in result.stderr
+    assert b"passed through unchecked" in result.stderr
