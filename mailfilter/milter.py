@@ -268,6 +268,7 @@ class Plan:
     quarantine: str | None = None
     reply: tuple[str, str, str] | None = None
     result: int = Milter.ACCEPT
+    note: str | None = None
 
 
 class DupfilterMilter(Milter.Base):
@@ -399,19 +400,26 @@ class DupfilterMilter(Milter.Base):
             verdict = engine.check(raw, envelope, record=False,
                                    sender=_bare(self.sender) or None)
             plan = self._plan(verdict)
+            line: dict[str, object] = {**fields, "action": plan.action,
+                                       **verdict_fields(verdict), **self._size_fields(),
+                                       "rcpts": len(self.recipients),
+                                       "dropped": len(plan.drop)}
+            if plan.note:
+                line["note"] = plan.note
             self._apply(plan)
             recorded = self._record(verdict, queue_id) if plan.record else "no"
-            fields["action"] = plan.action
-            fields.update(verdict_fields(verdict))
-            fields.update(self._size_fields())
-            fields["rcpts"] = len(self.recipients)
-            fields["dropped"] = len(plan.drop)
-            fields["recorded"] = recorded
-            fields["ms"] = round((time.monotonic() - self.started) * 1000, 1)
-            log_verdict(rt.logger, **fields)
-            return plan.result
         except Exception as error:  # never a traceback to the MTA
             return self._on_error(fields, f"{type(error).__name__}: {error}")
+        else:
+            # Acted on and maybe recorded: from here on nothing may change the answer (a
+            # 451 now would make the client's retry a duplicate of a message never sent).
+            line["recorded"] = recorded
+            line["ms"] = round((time.monotonic() - self.started) * 1000, 1)
+            try:
+                log_verdict(rt.logger, **line)
+            except Exception as error:  # noqa: BLE001
+                _log_failure(error)
+            return plan.result
         finally:
             self._end_message()
             self._reset()
@@ -444,6 +452,22 @@ class DupfilterMilter(Milter.Base):
         m = self.runtime.settings.milter
         action = m.actions.for_verdict(verdict.verdict)
         value = clean_value(verdict.header_value())
+        if action in ("reject", "discard", "drop-recipients") and verdict.is_duplicate:
+            seen = {r.lower() for r in verdict.recipients_seen}
+            drop = [r for r in self.recipients if _bare(r).lower() in seen]
+            if verdict.all_recipients_seen or len(drop) == len(self.recipients):
+                if action == "drop-recipients":
+                    return Plan("discard", result=Milter.DISCARD)
+            elif action == "reject":
+                # Some recipients never had it (recipient scope): one reply at the end of
+                # the message cannot refuse only the others, so it is tagged for everyone.
+                return Plan("tag", add_header=value, record=True,
+                            note="partial-duplicate-tagged")
+            else:
+                # Only those who had it lose their copy; the others get it, tagged.
+                return Plan("drop-recipients" if drop else "tag", add_header=value,
+                            drop=drop, record=True,
+                            note="discard-seen-recipients" if action == "discard" else None)
         if action == "reject":
             return Plan("reject", reply=("550", "5.7.1", _reply_text(m.reject_message)),
                         result=Milter.REJECT)
@@ -457,13 +481,6 @@ class DupfilterMilter(Milter.Base):
         if action == "quarantine":
             return Plan("quarantine", add_header=value, record=True,
                         quarantine=clean_value(f"{m.quarantine_reason} ({value})"))
-        if action == "drop-recipients" and verdict.is_duplicate:
-            if verdict.all_recipients_seen:
-                return Plan("discard", result=Milter.DISCARD)
-            seen = {r.lower() for r in verdict.recipients_seen}
-            drop = [r for r in self.recipients if _bare(r).lower() in seen]
-            return Plan("drop-recipients" if drop else "tag", add_header=value, drop=drop,
-                        record=True)
         return Plan("tag", add_header=value, record=True)
 
     def _apply(self, plan: Plan) -> None:
@@ -543,6 +560,15 @@ def _mode(path: str) -> int:
         return os.lstat(path).st_mode
     except OSError:
         return 0
+
+
+def _log_failure(error: BaseException) -> None:
+    """The message's log line could not be written: say so on stderr, never raise."""
+    try:
+        print(f"{PROGRAM}: cannot write a log line: {type(error).__name__}: {error}",
+              file=sys.stderr, flush=True)
+    except Exception:  # noqa: BLE001, S110
+        pass
 
 
 def _bare(address: str) -> str:

@@ -98,6 +98,20 @@ def test_testctx_drop_recipients_and_quarantine(runtime):
     assert rc == Milter.DISCARD
 
 
+@pytest.mark.parametrize("action", ["discard", "reject"])
+def test_testctx_partial_duplicate_still_reaches_new_recipients(runtime, action):
+    """Recipient scope: bob had it, carol did not.  discard must not take carol's copy, nor
+    reject refuse it: bob's copy is dropped (discard) or all are tagged (reject)."""
+    runtime(duplicate=action)
+    feed(rcpts=("bob@example.test",))
+    ctx, rc = feed(rcpts=("bob@example.test", "carol@example.test"))
+    assert rc == Milter.ACCEPT
+    assert ctx._msg["X-Dupfilter"].startswith("duplicate; score=1.00")
+    assert ctx._delrcpt == (["<bob@example.test>"] if action == "discard" else [])
+    ctx, rc = feed(rcpts=("bob@example.test", "carol@example.test"))   # both had it now
+    assert rc == (Milter.DISCARD if action == "discard" else Milter.REJECT)
+
+
 def test_testctx_quarantine_and_reject(runtime, tmp_path):
     rt = runtime(duplicate="quarantine")
     feed()
@@ -230,3 +244,25 @@ def test_socket_permissions_missing_group_only_logs(tmp_path, caplog):
         daemon.set_socket_permissions(str(path), "0640", "no-such-group-here", logger)
     assert oct(path.stat().st_mode & 0o777) == "0o640"
     assert "does not exist" in caplog.text
+
+
+def test_testctx_a_failing_log_line_does_not_undo_the_decision(runtime):
+    """Once the message is acted on and recorded, a log (or metrics) failure must not turn
+    it into on_error: a 451 now would make the client's retry a duplicate (discarded)."""
+    rt = runtime(duplicate="discard")
+    rt.settings.milter.on_error = "tempfail"
+
+    class Broken(logging.Filter):
+        def filter(self, record):
+            raise OSError("log device gone")
+
+    broken = Broken()
+    rt.logger.setLevel(logging.INFO)
+    rt.logger.addFilter(broken)
+    try:
+        ctx, rc = feed()
+    finally:
+        rt.logger.removeFilter(broken)
+    assert rc == Milter.ACCEPT and ctx._msg["X-Dupfilter"] == "unique"
+    ctx, rc = feed()
+    assert rc == Milter.DISCARD     # it was recorded: this copy is the duplicate
