@@ -252,7 +252,7 @@ class Recorder:
             engine.record_many([verdict for verdict, _ in batch],
                                max(now for _, now in batch))
             self.runtime.logger.debug("recorded %d message(s)", len(batch))
-        except Exception as error:  # the messages are delivered anyway; say so
+        except BaseException as error:  # delivered anyway; say so, and the writer goes on
             self.runtime.store_warnings.warn(
                 "record", "cannot record %d accepted message(s): %s", len(batch), error)
 
@@ -408,7 +408,10 @@ class DupfilterMilter(Milter.Base):
                 line["note"] = plan.note
             self._apply(plan)
             recorded = self._record(verdict, queue_id) if plan.record else "no"
-        except Exception as error:  # never a traceback to the MTA
+        except BaseException as error:  # never a traceback to the MTA: pymilter's answer
+            # to one is TEMPFAIL whatever on_error says, and PyErr_Print ends the whole
+            # process on SystemExit.  (No KeyboardInterrupt here: signals are blocked in
+            # libmilter's threads.)
             return self._on_error(fields, f"{type(error).__name__}: {error}")
         else:
             # Acted on and maybe recorded: from here on nothing may change the answer (a

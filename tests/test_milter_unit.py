@@ -266,3 +266,35 @@ def test_testctx_a_failing_log_line_does_not_undo_the_decision(runtime):
     assert rc == Milter.ACCEPT and ctx._msg["X-Dupfilter"] == "unique"
     ctx, rc = feed()
     assert rc == Milter.DISCARD     # it was recorded: this copy is the duplicate
+
+
+def test_testctx_non_exception_error_is_on_error_too(runtime, monkeypatch):
+    """SystemExit from a library is not an Exception; escaping eom it would reach pymilter,
+    whose PyErr_Print ends the whole milter (and any other error there is a TEMPFAIL)."""
+    rt = runtime(duplicate="reject")
+
+    def broken(*args, **kwargs):
+        raise SystemExit("a library gave up")
+
+    monkeypatch.setattr(rt.engine(), "check", broken)
+    ctx, rc = feed()
+    assert rc == Milter.ACCEPT and ctx._msg["X-Dupfilter"] is None
+
+
+class _FatalOnceEngine(_SlowEngine):
+    def record_many(self, verdicts, now):
+        if not self.batches:
+            self.batches.append(None)
+            raise SystemExit("a library gave up")
+        self.batches.append(list(verdicts))
+
+
+def test_recorder_survives_a_non_exception_failure():
+    engine = _FatalOnceEngine()
+    recorder = Recorder(_RecorderRuntime(engine))   # type: ignore[arg-type]
+    first = recorder.submit("v1")
+    assert recorder.wait(first, timeout=5)          # given up on, not waited for forever
+    second = recorder.submit("v2")
+    assert recorder.wait(second, timeout=5)
+    assert engine.batches == [None, ["v2"]]
+    recorder.close()
