@@ -68,3 +68,42 @@ def test_daemons_are_notify_and_restart_on_failure() -> None:
         assert "Type=notify" in text and "Restart=on-failure" in text
     timer = (REPO / "systemd" / "dupfilter-prune.timer").read_text()
     assert "OnCalendar=daily" in timer and "Persistent=true" in timer
+
+
+def _setting(text: str, key: str) -> str:
+    values = re.findall(rf"^{key}=(.*)$", text, re.MULTILINE)
+    assert values, f"no {key}="
+    return values[-1].strip()
+
+
+def _seconds(value: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)\s*(s|min)?", value).groups()
+    return float(number) * (60 if unit == "min" else 1)
+
+
+def test_postfix_can_reach_the_milter_socket_folder() -> None:
+    """systemd creates RuntimeDirectory= owned by the unit's User/Group (dupfilter), so
+    Postfix's smtpd, user postfix, passes it only by the bits for others (or when the
+    folder's group is postfix); without search permission every message gets
+    milter_default_action."""
+    text = (REPO / "systemd" / "dupfilter-milter.service").read_text()
+    assert "unix:/run/dupfilter/" in _setting(text, "ExecStart")
+    assert _setting(text, "RuntimeDirectory") == "dupfilter"
+    mode = int(_setting(text, "RuntimeDirectoryMode"), 8)
+    searchable_by_postfix = mode & 0o001 or (_setting(text, "Group") == "postfix"
+                                             and mode & 0o010)
+    assert searchable_by_postfix, f"/run/dupfilter {mode:04o}: postfix cannot reach the socket"
+    assert not mode & 0o002, "the socket folder must not be writable by others"
+
+
+@pytest.mark.parametrize(("unit", "module", "grace"), [
+    ("dupfilter-milter.service", "mailfilter.milter", "SHUTDOWN_GRACE_SECONDS"),
+    ("dupfilter-smtpd.service", "mailfilter.smtpd", "DRAIN_SECONDS")])
+def test_stop_timeout_outlasts_the_daemons_own_shutdown(unit: str, module: str,
+                                                          grace: str) -> None:
+    """systemd's SIGKILL must not land while the daemon still finishes messages in flight
+    and commits what it accepted (plus 10 s for the queued records)."""
+    import importlib
+    own = getattr(importlib.import_module(module), grace) + 10
+    text = (REPO / "systemd" / unit).read_text()
+    assert _seconds(_setting(text, "TimeoutStopSec")) > own
