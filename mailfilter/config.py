@@ -21,6 +21,7 @@ MILTER_ACTIONS = ("accept", "tag", "reject", "tempfail", "discard", "quarantine"
                   "drop-recipients")
 SMTPD_ACTIONS = ("accept", "tag", "reject", "discard")
 ON_ERROR = ("accept", "tempfail")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 SYSTEM_CONFIG = Path("/etc/dupfilter/dupfilter.toml")
 
 
@@ -240,6 +241,7 @@ class Settings:
              "must be \"after-queue\" or \"proxy\""),
             (self.log.target in ("stderr", "syslog"), "log.target",
              "must be \"stderr\" or \"syslog\""),
+            (self.log.level.lower() in LOG_LEVELS, "log.level", f"must be one of {LOG_LEVELS}"),
             (re.fullmatch(r"\[?[\w.:-]*\]?:\d{1,5}", self.metrics.listen) is not None,
              "metrics.listen", "must be HOST:PORT"),
         ]
@@ -251,20 +253,27 @@ class Settings:
                            f"smtpd.actions.{name}", f"must be one of {SMTPD_ACTIONS}"))
         for ok, key, why in checks:
             if not ok:
-                raise ConfigError(f"{self.source or 'settings'}: {key} {why}")
+                raise ConfigError(f"{self._where(key)}: {key} {why}")
         if not all(isinstance(word, str) for word in self.fingerprint.stoplist):
-            raise ConfigError(f"{self.source or 'settings'}: fingerprint.stoplist must be a "
-                              "list of words")
+            raise ConfigError(f"{self._where('fingerprint.stoplist')}: fingerprint.stoplist "
+                              "must be a list of words")
         from mailfilter.policy import PolicyError, compile_rules
         try:
             compile_rules(self.policy.rules)
         except PolicyError as error:
-            raise ConfigError(f"{self.source or 'settings'}: {error}") from None
+            raise ConfigError(f"{self._where('policy.rules')}: {error}") from None
         for key, value in (("store.retention", self.store.retention),):
             try:
                 parse_duration(value)
             except ValueError as error:
-                raise ConfigError(f"{self.source or 'settings'}: {key}: {error}") from None
+                raise ConfigError(f"{self._where(key)}: {key}: {error}") from None
+
+    def _where(self, key: str) -> str:
+        """FILE:LINE of a setting the file gave, else the file (or "settings")."""
+        origin = getattr(self, "origins", {}).get(key, "")
+        if self.source and origin.startswith(f"{self.source}:"):
+            return origin
+        return self.source or "settings"
 
 
 def _line_of(text: str, section: str, key: str) -> int | None:

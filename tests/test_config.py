@@ -42,14 +42,19 @@ def test_empty_file_means_defaults(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("content, expected", [
     ("[detector]\nresemblance_treshold = 0.4\n", "2: unknown key detector.resemblance_treshold"),
-    ("[detector]\nscope = \"everyone\"\n", "detector.scope must be"),
-    ("[detector]\nhistogram_candidates = 0\n", "detector.histogram_candidates must be at least 1"),
+    ("[detector]\nscope = \"everyone\"\n", "2: detector.scope must be"),
+    ("[detector]\nhistogram_candidates = 0\n",
+     "2: detector.histogram_candidates must be at least 1"),
     ("[fingerprint]\nngram = \"five\"\n", "2: fingerprint.ngram must be int"),
-    ("[milter.actions]\nduplicate = \"explode\"\n", "milter.actions.duplicate must be one of"),
-    ("[store]\nretention = \"forever\"\n", "store.retention"),
+    ("[milter.actions]\nduplicate = \"explode\"\n", "2: milter.actions.duplicate must be one of"),
+    ("[store]\nretention = \"forever\"\n", "2: store.retention"),
     ("[detector\n", "Expected"),
-    ("[policy]\nrules = [{ field = \"subject\", pattern = \"x\" }]\n", "field must be one of"),
+    ("[policy]\nrules = [{ field = \"subject\", pattern = \"x\" }]\n",
+     "2: policy.rules[1] (rule1): field must be one of"),
     ("[policy]\nrules = [{ field = \"from\", pattern = \"(\" }]\n", "bad pattern"),
+    ("[log]\nlevel = \"verbose\"\n", "2: log.level must be one of"),
+    ("\n[log]\ntarget = \"stderr\"\nlevel = \"WARNING\"\n[detector]\nscope = 1\n",
+     "6: detector.scope must be str"),
 ])
 def test_bad_values_name_the_key_and_line(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "bad.toml"
