@@ -646,7 +646,11 @@ class FilterHandler:
             server.processing = False
 
     async def handle_exception(self, error: Exception) -> str:
-        self.logger.exception("internal error in the SMTP session: %r", error)
+        # Must not raise: aiosmtpd would answer "500 Error: ..." (a bounce) instead.
+        try:
+            self.logger.exception("internal error in the SMTP session: %r", error)
+        except Exception as failure:  # noqa: BLE001
+            _log_failure(failure)
         return str(tempfail("internal error"))
 
     # -- the work of one message ---------------------------------------------------
@@ -680,6 +684,15 @@ class FilterHandler:
         return decision
 
     async def _process(self, session: Any, envelope: RelayEnvelope, relay: Relay) -> Reply:
+        try:
+            return await self._process_message(session, envelope, relay)
+        finally:
+            # Whatever happened, the next-hop connection is given back (a no-op once the
+            # message was delivered or dropped): a leaked one is a pool slot lost for good.
+            relay.abort()
+
+    async def _process_message(self, session: Any, envelope: RelayEnvelope, relay: Relay
+                               ) -> Reply:
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         raw: bytes = envelope.original_content or b""
@@ -695,7 +708,11 @@ class FilterHandler:
             sender = "" if envelope.mail_from in (None, "<>") else envelope.mail_from
             decision = await loop.run_in_executor(self.executor, self._decide, raw,
                                                   recipients, sender)
-        except Exception as error:      # the store, a parser bug, memory: on_error
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:  # the store, a parser bug, memory, even SystemExit
+            # from a library in the worker thread (not a signal: those go to the main
+            # thread): on_error
             decision = Decision("tempfail" if self.smtpd.on_error == "tempfail" else "accept",
                                 None, error=f"{type(error).__name__}: {error}")
             if decision.action == "accept":
@@ -724,7 +741,10 @@ class FilterHandler:
         fields["recorded"] = recorded
         fields["ms"] = round((time.monotonic() - started) * 1000, 1)
         level = logging.WARNING if decision.error or reply.code >= 400 else logging.INFO
-        log_verdict(self.logger, level, **fields)
+        try:
+            log_verdict(self.logger, level, **fields)
+        except Exception as failure:  # noqa: BLE001 - the reply stands (it may be delivered)
+            _log_failure(failure)
         return reply
 
     async def _act(self, decision: Decision, relay: Relay, fields: dict[str, Any]
@@ -749,6 +769,15 @@ class FilterHandler:
         except NextHopError as error:
             return tempfail(f"next hop: {error}"), str(error), False
         return reply, reply.text(), None
+
+
+def _log_failure(error: BaseException) -> None:
+    """A log line could not be written: say so on stderr, never raise."""
+    try:
+        print(f"{PROG}: cannot write a log line: {type(error).__name__}: {error}",
+              file=sys.stderr, flush=True)
+    except Exception:  # noqa: BLE001, S110
+        pass
 
 
 def _peer(session: Any) -> str | None:

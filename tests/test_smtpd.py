@@ -900,6 +900,49 @@ def test_internal_error_follows_on_error(make_rig: Callable[..., Rig], on_error:
     assert "verdict=error" in line and "StoreError" in line
 
 
+class FatalEngine:
+    """An engine that fails with an exception that is not an Exception (SystemExit from a
+    library, say)."""
+
+    def check(self, *args: object, **kwargs: object) -> None:
+        raise SystemExit("a library gave up")
+
+    def record(self, *args: object, **kwargs: object) -> None:  # pragma: no cover
+        raise AssertionError("nothing may be recorded")
+
+
+def test_non_exception_error_follows_on_error_and_frees_the_connection(
+        make_rig: Callable[..., Rig]) -> None:
+    """Not an Exception subclass: still on_error (here accept), the session answers, and
+    the one next-hop connection is given back (the second message needs it)."""
+    rig = make_rig(engine=FatalEngine(), connections=1, timeout=10)
+    for n in (1, 2):
+        raw = crlf(make_message(body(30 + n), message_id=f"<fatal{n}@example.org>"))
+        with smtplib.SMTP("127.0.0.1", rig.port, local_hostname="client.test",
+                          timeout=15) as client:
+            assert client.sendmail("ann@example.org", ["bob@example.net"], raw) == {}
+        assert rig.stub.wait(n)[-1].data == raw
+    lines = rig.verdict_lines(2)
+    assert len(lines) == 2 and all("SystemExit" in line for line in lines)
+
+
+def test_a_failing_log_line_does_not_turn_a_delivery_into_a_451(
+        make_rig: Callable[..., Rig]) -> None:
+    """The next hop took the message: a log (or metrics) failure must not answer 451, or
+    the upstream sends it again."""
+    rig = make_rig()
+
+    class Broken(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            raise OSError("log device gone")
+
+    logger = logging.getLogger(f"dupfilter.test.{id(rig.log)}")
+    logger.addFilter(Broken())
+    raw = crlf(make_message(body(40), message_id="<logfail@example.org>"))
+    assert rig.send(raw) == {}
+    assert len(rig.stub.wait(1)) == 1
+
+
 # ----------------------------------------------------------------------------- the daemon
 
 
