@@ -29,14 +29,16 @@ class Analysis:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-def analyse(raw: bytes, settings: FingerprintSettings, *, keep_headers: bool = True
-            ) -> Analysis:
+def analyse(raw: bytes, settings: FingerprintSettings, *, keep_headers: bool = True,
+            whole_body: bytes | None = None) -> Analysis:
     """Parse and fingerprint one message (pure; safe to run in a worker process).
 
     ``keep_headers=False`` leaves the header fields out (only allow rules read them), so
-    that a worker process has less to send back.
+    that a worker process has less to send back.  ``whole_body``: the
+    :class:`~mailfilter.message.WholeBodyDigest` of a body of which ``raw`` holds only a
+    prefix (see :func:`~mailfilter.message.parse`).
     """
-    message = parse(raw, max_body_bytes=settings.max_body_bytes)
+    message = parse(raw, max_body_bytes=settings.max_body_bytes, whole_body=whole_body)
     fp = fingerprints.compute(
         message, histogram=settings.histogram, ngram=settings.ngram,
         sketch_size=settings.sketch_size, stoplist=frozenset(settings.stoplist),
@@ -69,17 +71,19 @@ class Engine:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def analyse(self, raw: bytes) -> Analysis:
-        return analyse(raw, self.settings.fingerprint)
+    def analyse(self, raw: bytes, *, whole_body: bytes | None = None) -> Analysis:
+        return analyse(raw, self.settings.fingerprint, whole_body=whole_body)
 
     def check(self, raw: bytes, recipients: Sequence[str] = (), *, record: bool = True,
-              now: int | None = None, sender: str | None = None) -> Verdict:
+              now: int | None = None, sender: str | None = None,
+              whole_body: bytes | None = None) -> Verdict:
         """Verdict on ``raw``; with ``record`` it is remembered in the same transaction.
 
-        ``recipients`` and ``sender`` are the envelope's, when the front end knows them.
+        ``recipients`` and ``sender`` are the envelope's, when the front end knows them;
+        ``whole_body`` when ``raw`` holds only a prefix of the body (see :func:`analyse`).
         """
-        return self.decide(self.analyse(raw), recipients, record=record, now=now,
-                           sender=sender)
+        return self.decide(self.analyse(raw, whole_body=whole_body), recipients,
+                           record=record, now=now, sender=sender)
 
     def decide(self, analysis: Analysis, recipients: Sequence[str] = (), *,
                record: bool = True, now: int | None = None,

@@ -190,11 +190,15 @@ def shingle_hashes(tokens: Sequence[str], ngram: int) -> list[int]:
     return np.unique(shingle_array(tokens, ngram)).tolist()
 
 
-def text_digest(text: str, attachment_digests: Iterable[bytes] = ()) -> bytes:
-    """128-bit digest of the whitespace-folded text and of each attachment's bytes."""
+def text_digest(text: str, attachment_digests: Iterable[bytes] = (),
+                whole_body: bytes | None = None) -> bytes:
+    """128-bit digest of the whitespace-folded text and of each attachment's bytes, and of
+    the whole body when only a prefix of it was read (``Message.whole_body``)."""
     hasher = xxhash.xxh3_128(" ".join(text.split()).encode("utf-8", "surrogatepass"))
     for digest in attachment_digests:
         hasher.update(b"\x00" + digest)
+    if whole_body is not None:
+        hasher.update(b"\x01" + whole_body)
     return hasher.digest()
 
 
@@ -254,7 +258,7 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         sketch=sketch,
         shingle_count=len(distinct),
         word_count=len(tokens),
-        digest=text_digest(message.text, attachment_digests),
+        digest=text_digest(message.text, attachment_digests, message.whole_body),
         chunks=tuple(sampled),
         attachment_bytes=attachment_bytes,
         tail_sketch=tuple(value for value in sketch if value in tail),

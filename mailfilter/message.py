@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+import xxhash
 from selectolax.lexbor import LexborHTMLParser
 
 # A body separator exactly as chisto finds it: the first two consecutive LF bytes.
@@ -102,6 +103,41 @@ class Message:
     defects: tuple[str, ...] = field(default=())
     # Every header field as (lowercased name, unfolded value), bounded, for policy rules.
     headers: tuple[tuple[str, str], ...] = ()
+    # When only a prefix of the body was fingerprinted: a digest of the whole body (see
+    # WholeBodyDigest), so that two huge messages that differ past the cap are not exact
+    # duplicates.  None when the whole body was read.
+    whole_body: bytes | None = None
+
+
+class WholeBodyDigest:
+    """A digest of a whole body fed in pieces (a milter gets it in chunks).
+
+    xxh3-128 of the bytes with every CR removed (so CRLF and LF copies agree, however the
+    body is chunked), then of the length.  Only bodies longer than the fingerprinting cap
+    need one.
+    """
+
+    def __init__(self) -> None:
+        self._hasher = xxhash.xxh3_128()
+        self._length = 0
+
+    def update(self, data: bytes) -> None:
+        if b"\r" in data:
+            data = data.translate(None, b"\r")
+        self._hasher.update(data)
+        self._length += len(data)
+
+    def digest(self) -> bytes:
+        hasher = self._hasher.copy()
+        hasher.update(self._length.to_bytes(8, "little"))
+        return hasher.digest()
+
+
+def whole_body_digest(body: bytes) -> bytes:
+    """:class:`WholeBodyDigest` of one body held in memory."""
+    digest = WholeBodyDigest()
+    digest.update(body)
+    return digest.digest()
 
 
 def raw_body(raw: bytes) -> bytes:
@@ -501,13 +537,16 @@ def _media_type(value: str) -> tuple[str, dict[str, str]]:
     return media, params
 
 
-def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024) -> Message:
+def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
+          whole_body: bytes | None = None) -> Message:
     """Parse one message; never raises on bad input (see ``Message.defects``).
 
     MIME is walked here, without the standard library's ``email`` package (which took
     about 1 ms a multipart message, most of the cost of parsing one).  Only the first
     ``max_body_bytes`` of the body are parsed, so that huge mail costs bounded time and
-    memory; ``raw_body`` is likewise capped.
+    memory; ``raw_body`` is likewise capped.  The whole digest of a longer body goes into
+    ``Message.whole_body``; a caller that itself kept only a prefix of the body (the
+    milter) passes the :class:`WholeBodyDigest` of all it received as ``whole_body``.
     """
     if not isinstance(raw, (bytes, bytearray, memoryview)):
         raise TypeError("parse() takes bytes")
@@ -521,6 +560,8 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024) -> Message:
     fields = read_headers(head)
     headers = _first_values(fields)
     if len(body) > max_body_bytes:
+        if whole_body is None:
+            whole_body = whole_body_digest(body)
         body = body[:max_body_bytes]
         defects.append(f"body truncated to {max_body_bytes} bytes for fingerprinting")
     collector = _Collector()
@@ -547,4 +588,5 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024) -> Message:
         attachments=tuple(collector.attachments),
         defects=tuple(defects),
         headers=tuple(fields),
+        whole_body=whole_body,
     )

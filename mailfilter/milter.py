@@ -45,6 +45,7 @@ from mailfilter.daemon import (
     verdict_fields,
 )
 from mailfilter.headers import HEADER_NAME, clean_value
+from mailfilter.message import WholeBodyDigest
 
 if TYPE_CHECKING:  # imported lazily: see main()
     from mailfilter.detector import Verdict
@@ -292,6 +293,9 @@ class DupfilterMilter(Milter.Base):
         self.chunks: list[bytes] = []
         self.body_size = 0                  # bytes received (kept or not)
         self.body_kept = 0
+        # Digest of the whole body, begun only once it outgrows max_body_bytes: then only
+        # a prefix is fingerprinted, and the exact digest must still see all of it.
+        self.whole_body: WholeBodyDigest | None = None
         self.problem: str | None = None     # an error in a no-reply callback
         self.started = time.monotonic()
 
@@ -370,10 +374,18 @@ class DupfilterMilter(Milter.Base):
         try:
             self.body_size += len(chunk)
             room = self.runtime.settings.milter.max_body_bytes - self.body_kept
+            if room >= len(chunk) and self.whole_body is None:
+                self.chunks.append(chunk)
+                self.body_kept += len(chunk)
+                return Milter.CONTINUE
+            if self.whole_body is None:       # the body outgrows the cap: digest it all
+                self.whole_body = WholeBodyDigest()
+                for kept in self.chunks:
+                    self.whole_body.update(kept)
+            self.whole_body.update(chunk)
             if room > 0:
-                part = chunk if len(chunk) <= room else chunk[:room]
-                self.chunks.append(part)
-                self.body_kept += len(part)
+                self.chunks.append(chunk[:room])
+                self.body_kept += min(room, len(chunk))
         except Exception as error:  # decided at end of message
             self.problem = self.problem or f"body: {error!r}"
         return Milter.CONTINUE
@@ -397,8 +409,9 @@ class DupfilterMilter(Milter.Base):
                 # Read your writes: the previous message of this connection is in the store.
                 rt.recorder.wait(self._last_ticket, 2.0)
                 self._last_ticket = 0
-            verdict = engine.check(raw, envelope, record=False,
-                                   sender=_bare(self.sender) or None)
+            verdict = engine.check(
+                raw, envelope, record=False, sender=_bare(self.sender) or None,
+                whole_body=None if self.whole_body is None else self.whole_body.digest())
             plan = self._plan(verdict)
             line: dict[str, object] = {**fields, "action": plan.action,
                                        **verdict_fields(verdict), **self._size_fields(),

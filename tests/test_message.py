@@ -8,7 +8,14 @@ import time
 
 from helpers import make_message, make_mime, paragraph_text
 
-from mailfilter.message import html_to_text, parse, raw_body, split_quotes
+from mailfilter.message import (
+    WholeBodyDigest,
+    html_to_text,
+    parse,
+    raw_body,
+    split_quotes,
+    whole_body_digest,
+)
 
 
 def test_plain_message_text_and_headers() -> None:
@@ -134,6 +141,37 @@ def test_huge_body_is_capped_for_fingerprinting() -> None:
     msg = parse(raw, max_body_bytes=1024 * 1024)
     assert len(msg.text) <= 1024 * 1024
     assert any("truncated" in d for d in msg.defects)
+
+
+def test_messages_that_differ_past_the_cap_are_not_exact_duplicates() -> None:
+    """Only a prefix is fingerprinted, but the exact digest covers the whole body: two
+    huge messages with the same first megabyte must not be called duplicates (a
+    discarding action would lose the second), while a true copy still is one."""
+    from mailfilter.fingerprint import compute
+    prefix = "word " * 300_000                       # 1.5 MB of body, cap 1 MB
+    first, second, copy = (
+        compute(parse(make_message(prefix + tail), max_body_bytes=1024 * 1024))
+        for tail in ("the first ending", "a different ending", "the first ending"))
+    assert first.sketch == second.sketch            # the fingerprinted prefix is the same
+    assert first.digest != second.digest
+    assert first.digest == copy.digest
+    small = compute(parse(make_message("word " * 1000)))
+    assert parse(make_message("word " * 1000)).whole_body is None   # not capped: unchanged
+    assert small.digest == compute(parse(make_message("word " * 1000),
+                                         max_body_bytes=1024 * 1024)).digest
+
+
+def test_whole_body_digest_ignores_chunking_and_line_endings() -> None:
+    """The milter gets a body in CRLF chunks cut anywhere; the pipe filter reads it whole
+    with LF: both give the same digest, and any change to the bytes changes it."""
+    body = b"".join(b"line %d of the body\n" % i for i in range(5000))
+    crlf = body.replace(b"\n", b"\r\n")
+    pieces = WholeBodyDigest()
+    for start in range(0, len(crlf), 777):           # cuts fall inside CRLF pairs too
+        pieces.update(crlf[start:start + 777])
+    assert pieces.digest() == whole_body_digest(body)
+    assert whole_body_digest(body + b"x") != whole_body_digest(body)
+    assert whole_body_digest(body.replace(b"4999", b"4998")) != whole_body_digest(body)
 
 
 def test_pathological_content_type_header_is_fast() -> None:

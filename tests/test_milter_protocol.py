@@ -226,10 +226,14 @@ def test_large_body_is_capped_and_still_judged(daemon):
                           prefix + b"tail one\r\n" * 40000)        # ~420 KB
         second = c.message("a@example.test", ["b@example.test"], headers("b2"),
                            prefix + b"another tail\r\n" * 30000)
+        copy = c.message("a@example.test", ["b@example.test"], headers("b3"),
+                         prefix + b"tail one\r\n" * 40000)
     assert final(first)[0] == C.SMFIR_ACCEPT
-    # Same first 2000 bytes: a capped prefix is what is fingerprinted (documented).
-    assert added_headers(second)[0][1].startswith("duplicate;")
-    lines = d.wait_lines(2)
+    # Same first 2000 bytes: the capped prefix is what is fingerprinted, so the second is
+    # a near-duplicate; but the exact digest covers the whole body: not a duplicate.
+    assert added_headers(second)[0][1].startswith("near-duplicate;")
+    assert added_headers(copy)[0][1].startswith("duplicate; score=1.00; reason=digest")
+    lines = d.wait_lines(3)
     assert lines[0]["capped"] == "yes" and int(lines[0]["bytes"]) > 400000
 
 
