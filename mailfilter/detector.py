@@ -85,8 +85,11 @@ class Verdict:
     @property
     def all_recipients_seen(self) -> bool:
         """True when every recipient already had it (or there is no recipient scope)."""
-        return self.is_duplicate and (not self.recipients or
-                                      len(self.recipients_seen) == len(self.recipients))
+        if not self.is_duplicate:
+            return False
+        # By recipient key: the same address twice, or in another case, is one recipient.
+        seen = {recipient_key(address) for address in self.recipients_seen}
+        return all(recipient_key(address) in seen for address in self.recipients)
 
     def header_value(self) -> str:
         """The ``X-Dupfilter:`` value: verdict; score; reason; match; seen (no CR/LF)."""

@@ -83,6 +83,10 @@ def test_per_recipient_scope(tmp_path, settings: Settings) -> None:  # noqa: ANN
         assert not both.all_recipients_seen
         again = engine.check(raw, ["Bob@Example.org", "alice@example.org"], record=False)
         assert again.all_recipients_seen
+        # The same recipient twice (in two spellings) is one recipient who had it all.
+        repeated = engine.check(raw, ["alice@example.org", "<ALICE@example.org>"],
+                                record=False)
+        assert repeated.verdict == "duplicate" and repeated.all_recipients_seen
 
 
 def test_global_scope_ignores_recipients(tmp_path, settings: Settings) -> None:  # noqa: ANN001
