@@ -228,6 +228,8 @@ def reload_settings(running: Settings, load: Callable[[], Settings], section: st
         for other in _RESTART_SECTIONS:
             if getattr(fresh, other) != getattr(running, other):
                 logger.warning("SIGHUP: [%s] changed; it takes effect after a restart", other)
+        if fresh.log.target != running.log.target:
+            logger.warning("SIGHUP: log.target changed; it takes effect after a restart")
         running.log.level = fresh.log.level
         level = logging.getLevelName(fresh.log.level.upper())
         logger.setLevel(level if isinstance(level, int) else logging.INFO)

@@ -25,7 +25,8 @@ def test_front_end_section_applied_restart_keys_and_sections_kept(
     section = running.milter                      # what the daemon's sessions hold on to
     path.write_text('[milter]\nsocket = "unix:/run/x.sock"\non_error = "tempfail"\n'
                     '[milter.actions]\nduplicate = "reject"\n'
-                    '[detector]\nresemblance_threshold = 0.5\n[log]\nlevel = "debug"\n')
+                    '[detector]\nresemblance_threshold = 0.5\n[log]\nlevel = "debug"\n'
+                    'target = "syslog"\n')
     assert reload_settings(running, lambda: load_settings(str(path)), "milter",
                            ("socket",), logger)
     assert running.milter is section              # changed in place
@@ -36,6 +37,8 @@ def test_front_end_section_applied_restart_keys_and_sections_kept(
     text = caplog.text
     assert "milter.socket changed; it takes effect after a restart" in text
     assert "[detector] changed; it takes effect after a restart" in text
+    assert "log.target changed; it takes effect after a restart" in text
+    assert running.log.target == "stderr"
     assert "configuration reloaded" in text and "duplicate=reject" in text
 
 
