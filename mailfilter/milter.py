@@ -468,15 +468,17 @@ class DupfilterMilter(Milter.Base):
         m = self.runtime.settings.milter
         action = m.actions.for_verdict(verdict.verdict)
         value = clean_value(verdict.header_value())
-        if action in ("reject", "discard", "drop-recipients") and verdict.is_duplicate:
+        if action in ("reject", "tempfail", "discard", "drop-recipients") \
+                and verdict.is_duplicate:
             seen = {r.lower() for r in verdict.recipients_seen}
             drop = [r for r in self.recipients if _bare(r).lower() in seen]
             if verdict.all_recipients_seen or len(drop) == len(self.recipients):
                 if action == "drop-recipients":
                     return Plan("discard", result=Milter.DISCARD)
-            elif action == "reject":
+            elif action in ("reject", "tempfail"):
                 # Some recipients never had it (recipient scope): one reply at the end of
-                # the message cannot refuse only the others, so it is tagged for everyone.
+                # the message cannot refuse only the others (and a deferred one would be
+                # deferred again at every retry), so it is tagged for everyone.
                 return Plan("tag", add_header=value, record=True,
                             note="partial-duplicate-tagged")
             else:

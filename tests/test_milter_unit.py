@@ -98,10 +98,12 @@ def test_testctx_drop_recipients_and_quarantine(runtime):
     assert rc == Milter.DISCARD
 
 
-@pytest.mark.parametrize("action", ["discard", "reject"])
+@pytest.mark.parametrize("action", ["discard", "reject", "tempfail"])
 def test_testctx_partial_duplicate_still_reaches_new_recipients(runtime, action):
     """Recipient scope: bob had it, carol did not.  discard must not take carol's copy, nor
-    reject refuse it: bob's copy is dropped (discard) or all are tagged (reject)."""
+    reject refuse it, nor tempfail defer it (every retry would be deferred again, until
+    the queue gives up and bounces it): bob's copy is dropped (discard) or all are tagged
+    (reject, tempfail)."""
     runtime(duplicate=action)
     feed(rcpts=("bob@example.test",))
     ctx, rc = feed(rcpts=("bob@example.test", "carol@example.test"))
@@ -109,7 +111,8 @@ def test_testctx_partial_duplicate_still_reaches_new_recipients(runtime, action)
     assert ctx._msg["X-Dupfilter"].startswith("duplicate; score=1.00")
     assert ctx._delrcpt == (["<bob@example.test>"] if action == "discard" else [])
     ctx, rc = feed(rcpts=("bob@example.test", "carol@example.test"))   # both had it now
-    assert rc == (Milter.DISCARD if action == "discard" else Milter.REJECT)
+    assert rc == {"discard": Milter.DISCARD, "reject": Milter.REJECT,
+                  "tempfail": Milter.TEMPFAIL}[action]
 
 
 def test_testctx_quarantine_and_reject(runtime, tmp_path):
