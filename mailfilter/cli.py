@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 import time
 from collections import Counter, deque
@@ -16,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from itertools import islice
+from pathlib import Path
 
 from mailfilter import __version__
 from mailfilter.config import (
@@ -27,7 +29,7 @@ from mailfilter.config import (
 )
 from mailfilter.detector import Verdict
 from mailfilter.engine import Analysis, Engine, analyse
-from mailfilter.headers import tag_message
+from mailfilter.headers import pass_through, tag_message
 from mailfilter.sources import FileRef, iter_messages, read_file
 from mailfilter.store import StoreError
 
@@ -58,7 +60,8 @@ def _filter_parser() -> argparse.ArgumentParser:
                     "(any incoming one removed); with --check, answer by exit status.",
         epilog="procmail:  :0 fw  | dupfilter --tag     then  :0  * ^X-Dupfilter: (near-)?"
                "duplicate  duplicates/      or  :0 HB  * ? dupfilter --check  duplicates/. "
-               "A filter that fails passes the message through unchanged (exit 0); "
+               "A filter that fails passes the message through unchecked, without any "
+               "X-Dupfilter: header (exit 0); "
                "exit 75 only if even that is impossible.")
     parser.add_argument("--version", action="version", version=f"dupfilter {__version__}")
     parser.add_argument("--db", metavar="DIR|URL",
@@ -145,11 +148,19 @@ def filter_main(argv: Sequence[str] | None = None) -> int:
             line = json.dumps({"error": f"{type(error).__name__}: {error}"})
         _say(line, sys.stderr if args.tag else sys.stdout)
     if args.tag:
-        try:
-            output = tag_message(raw, verdict.header_value()) if verdict else raw
-        except Exception as error:  # noqa: BLE001
-            _say(f"dupfilter: cannot add the header ({error}); passing through")
-            output = raw
+        output = None
+        if verdict is not None:
+            try:
+                output = tag_message(raw, verdict.header_value())
+            except Exception as error:  # noqa: BLE001
+                _say(f"dupfilter: cannot add the header ({error}); passing through")
+        if output is None:
+            # Unchecked: passed on without our header, and without any that came in (a
+            # forged "duplicate" would be filed away) — or unchanged if even that fails.
+            output, failure = pass_through(raw)
+            if failure is not None:
+                _say(f"dupfilter: cannot remove the incoming X-Dupfilter header "
+                     f"({type(failure).__name__}: {failure}); passed through unchanged")
         try:
             sys.stdout.buffer.write(output)
             sys.stdout.buffer.flush()
@@ -487,10 +498,42 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _no_lmdb_store_yet(location: str) -> bool:
+    """True when ``location`` is an LMDB store that does not exist yet: no folder, or a
+    folder without ``data.mdb`` (a Redis URL, a file in the way or an unreadable folder
+    is not that)."""
+    if location.startswith(("redis://", "rediss://", "unix://")):
+        return False
+    folder = Path(location)
+    try:
+        os.stat(folder / "data.mdb")
+    except FileNotFoundError:
+        try:
+            return stat.S_ISDIR(os.stat(folder).st_mode)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+    except OSError:
+        return False
+    return False
+
+
 def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     age = parse_duration(args.older_than or settings.store.retention)
     before = int(time.time() - age)
-    with Engine(settings, create=False) as engine:
+    try:
+        engine = Engine(settings, create=False)
+    except StoreError:
+        location = settings.store.location()
+        if not _no_lmdb_store_yet(location):
+            raise
+        # A fresh install before its first message (the prune timer must not fail): the
+        # store is created by the first delivery or import, not here.
+        print(f"nothing to prune: no dupfilter store at {location} yet (the first message "
+              "or `dupfilter-db import` creates it)")
+        return 0
+    with engine:
         removed = engine.store.prune(before)
         stats = engine.store.stats()
         left = stats["records"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 HEADER_NAME = "X-Dupfilter"
 _OURS = re.compile(rb"x-dupfilter[ \t]*:", re.IGNORECASE)
@@ -14,11 +15,22 @@ def clean_value(value: str) -> str:
     return _UNSAFE.sub(" ", value)
 
 
-def tag_message(raw: bytes, value: str) -> bytes:
-    """``raw`` with every incoming ``X-Dupfilter:`` (and its folded lines) removed and one
-    ``X-Dupfilter: value`` added at the top of the header, after any mbox ``From `` line.
+@dataclass(slots=True)
+class _Split:
+    """A message taken apart around its header, with incoming ``X-Dupfilter:`` fields out."""
 
-    The line ending of the message (CRLF or LF, as its first line ends) is kept.
+    newline: bytes          # the message's line end: CRLF or LF, as its first line ends
+    envelope: list[bytes]   # an mbox ``From `` line, if the message starts with one
+    kept: list[bytes]       # the other header lines, in order (without line ends)
+    removed: int            # lines taken out (fields and their folded continuations)
+    body: bytes             # the blank line and the body, verbatim
+    open_end: bool          # no header/body separator and no final line end
+
+
+def _split(raw: bytes) -> _Split:
+    """The one place that finds incoming ``X-Dupfilter:`` fields (and their folded lines).
+
+    The header ends at the first empty line; nothing after it is looked at.
     """
     first_end = raw.find(b"\n")
     newline = b"\r\n" if first_end > 0 and raw[first_end - 1:first_end] == b"\r" else b"\n"
@@ -28,20 +40,66 @@ def tag_message(raw: bytes, value: str) -> bytes:
     lines = head.split(newline)
     if lines and lines[-1] == b"":
         lines.pop()
-    kept: list[bytes] = []
     envelope: list[bytes] = []
     if lines and lines[0].startswith(b"From "):
         envelope.append(lines.pop(0))
-    dropping = False
+    kept: list[bytes] = []
+    removed = 0
+    dropping = in_body = False
     for line in lines:
+        if in_body or line in (b"", b"\r"):
+            # An empty line before the separator found above (a message without header,
+            # or mixed line ends): the body starts here and is kept as it is.
+            in_body = True
+            kept.append(line)
+            continue
         if dropping and line[:1] in (b" ", b"\t"):
+            removed += 1
             continue
         dropping = bool(_OURS.match(line))
-        if not dropping:
+        if dropping:
+            removed += 1
+        else:
             kept.append(line)
+    open_end = header_end < 0 and bool(raw) and not raw.endswith(newline)
+    return _Split(newline, envelope, kept, removed, body, open_end)
+
+
+def tag_message(raw: bytes, value: str) -> bytes:
+    """``raw`` with every incoming ``X-Dupfilter:`` (and its folded lines) removed and one
+    ``X-Dupfilter: value`` added at the top of the header, after any mbox ``From `` line.
+
+    The line ending of the message (CRLF or LF, as its first line ends) is kept.
+    """
+    parts = _split(raw)
+    newline = parts.newline
     ours = f"{HEADER_NAME}: {clean_value(value)}".encode("utf-8", "replace")
-    rebuilt = newline.join(envelope + [ours] + kept) + newline
-    if header_end < 0 and raw and not raw.endswith(newline):
+    if parts.open_end:
         # No header/body separator: everything was header-like text; keep it verbatim.
-        return newline.join(envelope + [ours]) + newline + newline.join(kept)
-    return rebuilt + body
+        return newline.join(parts.envelope + [ours]) + newline + newline.join(parts.kept)
+    return newline.join(parts.envelope + [ours] + parts.kept) + newline + parts.body
+
+
+def remove_ours(raw: bytes) -> bytes:
+    """``raw`` with every incoming ``X-Dupfilter:`` (and its folded lines) removed and
+    nothing added: for a message passed on without a verdict of ours.
+
+    A message without such a field comes back as it is (the very same bytes); otherwise
+    only those lines go, and every other byte is kept.
+    """
+    parts = _split(raw)
+    if not parts.removed:
+        return raw
+    lines = parts.envelope + parts.kept
+    if parts.open_end:
+        return parts.newline.join(lines)
+    return (parts.newline.join(lines) + parts.newline if lines else b"") + parts.body
+
+
+def pass_through(raw: bytes) -> tuple[bytes, BaseException | None]:
+    """``remove_ours(raw)``, or ``raw`` unchanged if that fails for any reason, with the
+    error: a front end passing a message on unchecked must never lose it over this."""
+    try:
+        return remove_ours(raw), None
+    except BaseException as error:  # noqa: BLE001 - even MemoryError, KeyboardInterrupt
+        return raw, error

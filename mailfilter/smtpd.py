@@ -53,7 +53,7 @@ from mailfilter.daemon import (
 )
 from mailfilter.detector import Verdict
 from mailfilter.engine import Engine
-from mailfilter.headers import tag_message
+from mailfilter.headers import pass_through, tag_message
 from mailfilter.store import recipient_key
 
 PROG = "dupfilter-smtpd"
@@ -680,8 +680,21 @@ class FilterHandler:
         if deliver_as == "tag":
             decision.payload = to_crlf(tag_message(raw, header))
         elif deliver_as == "accept":
-            decision.payload = to_crlf(raw)
+            decision.payload = self._untagged(raw)
         return decision
+
+    def _untagged(self, raw: bytes) -> bytes:
+        """The message as it goes on without our header (``accept``, ``on_error``): any
+        incoming ``X-Dupfilter:`` removed (a forged ``duplicate`` would be filed away), or
+        unchanged if removing it fails for any reason: never lose the message over it."""
+        payload, failure = pass_through(raw)
+        if failure is not None:
+            try:
+                self.logger.warning("cannot remove an incoming X-Dupfilter header (%s: %s); "
+                                    "passed on unchanged", type(failure).__name__, failure)
+            except Exception as error:  # noqa: BLE001
+                _log_failure(error)
+        return to_crlf(payload)
 
     async def _process(self, session: Any, envelope: RelayEnvelope, relay: Relay) -> Reply:
         try:
@@ -716,7 +729,8 @@ class FilterHandler:
             decision = Decision("tempfail" if self.smtpd.on_error == "tempfail" else "accept",
                                 None, error=f"{type(error).__name__}: {error}")
             if decision.action == "accept":
-                decision.payload = await loop.run_in_executor(self.executor, to_crlf, raw)
+                decision.payload = await loop.run_in_executor(self.executor, self._untagged,
+                                                              raw)
         if decision.verdict is not None:
             fields.update(verdict_fields(decision.verdict))
         else:

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,57 @@ def test_bad_config_passes_through_and_says_why(tmp_path: Path) -> None:
                  stdin=raw)
     assert result.returncode == 0 and result.stdout == raw
     assert b"unknown key detector.no_such_key" in result.stderr and b":2:" in result.stderr
+
+
+def forged(seed: int) -> tuple[bytes, bytes]:
+    """A message with forged X-Dupfilter fields (one folded), and the same without them.
+    The body's own "X-Dupfilter: duplicate" line is not a header and stays."""
+    text = paragraph_text(seed) + "\nX-Dupfilter: duplicate (quoted in the body)\n"
+    raw = make_message(text, headers={"X-Dupfilter": "duplicate; forged=yes\n\tcontinued",
+                                      "X-Other": "kept", "x-dupfilter ": "near-duplicate"})
+    return raw, make_message(text, headers={"X-Other": "kept"})
+
+
+@pytest.mark.parametrize("case", ["store-error", "bad-config", "usage-error"])
+def test_pass_through_removes_a_forged_header(tmp_path: Path, case: str) -> None:
+    """Unchecked is not unfiltered: a forged "X-Dupfilter: duplicate" must not reach the
+    recipe that files duplicates apart while the filter is failing."""
+    raw, clean = forged(11)
+    args = [DUPFILTER, "--db", str(tmp_path / "s"), "--tag"]
+    if case == "store-error":
+        (tmp_path / "s").write_text("a file where the store should be")
+    elif case == "bad-config":
+        (tmp_path / "bad.toml").write_text("[detector]\nno_such_key = 1\n")
+        args += ["--config", str(tmp_path / "bad.toml")]
+    else:
+        args.append("--no-such-flag")
+    for message, expected in ((raw, clean), (raw.replace(b"\n", b"\r\n"),
+                                             clean.replace(b"\n", b"\r\n"))):
+        result = run(*args, stdin=message)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == expected
+        assert b"passed through unchecked" in result.stderr
+        assert b"Traceback" not in result.stderr
+
+
+def test_pass_through_keeps_the_message_if_removing_the_header_fails(tmp_path: Path) -> None:
+    """The removal itself failing (here: made to) must not lose the message: it goes
+    through byte for byte, and stderr says why."""
+    raw, _ = forged(12)
+    (tmp_path / "s").write_text("a file where the store should be")
+    script = ("import sys\n"
+              "import mailfilter.headers as headers\n"
+              "def broken(raw):\n"
+              "    raise MemoryError('no room to rebuild the header')\n"
+              "headers.remove_ours = broken\n"
+              "from mailfilter.cli import filter_main\n"
+              "sys.exit(filter_main())\n")
+    result = run(sys.executable, "-c", script, "--db", str(tmp_path / "s"), "--tag",
+                 stdin=raw)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == raw
+    assert b"cannot remove the incoming X-Dupfilter header (MemoryError: no room" \
+        in result.stderr and b"passed through unchanged" in result.stderr
 
 
 def test_garbage_input_gets_a_verdict(tmp_path: Path) -> None:
@@ -211,6 +263,33 @@ def test_prune_accepts_minutes_and_removes_old(tmp_path: Path) -> None:
     result = run(DUPFILTER_DB, "--db", store, "prune", "--older-than", "0m")
     assert b"pruned 1 records" in result.stdout or b"pruned 0 records" in result.stdout
     assert run(DUPFILTER_DB, "--db", store, "prune", "--older-than", "90m").returncode == 0
+
+
+@pytest.mark.parametrize("where", ["absent", "empty-folder"])
+def test_prune_before_the_first_message_is_a_no_op(tmp_path: Path, where: str) -> None:
+    """A fresh install (systemd's StateDirectory= made an empty folder, or none yet): the
+    prune timer must not fail, and prune must not create the store."""
+    store = tmp_path / "store"
+    if where == "empty-folder":
+        store.mkdir()
+    result = run(DUPFILTER_DB, "--db", str(store), "prune")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().startswith(f"nothing to prune: no dupfilter store at {store}")
+    assert result.stderr == b""
+    assert (list(store.iterdir()) == []) if where == "empty-folder" else not store.exists()
+    # Every other command still says there is no store (exit 2).
+    for command in (["stats"], ["verify"], ["forget", "--message-id", "<x@example.org>"]):
+        other = run(DUPFILTER_DB, "--db", str(store), *command)
+        assert other.returncode == 2 and b"no dupfilter store" in other.stderr, command
+    assert (list(store.iterdir()) == []) if where == "empty-folder" else not store.exists()
+
+
+def test_prune_on_something_that_is_not_a_store_still_fails(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the store should be")
+    result = run(DUPFILTER_DB, "--db", str(blocker), "prune")
+    assert result.returncode == 2 and b"no dupfilter store" in result.stderr
+    assert blocker.read_text() == "a file where the store should be"
 
 
 @pytest.mark.parametrize("args, message", [

@@ -92,6 +92,20 @@ def test_filter_failure_still_delivers_untouched(tmp_path: Path) -> None:
     assert "passed through unchecked" in (tmp_path / "procmail.log").read_text()
 
 
+def test_filter_failure_does_not_let_a_forged_header_file_the_message_away(
+        tmp_path: Path) -> None:
+    """The store cannot be opened: a sender's own "X-Dupfilter: duplicate" must not send
+    the message to duplicates/ (the pass-through removes it)."""
+    rc = rcfile(tmp_path, TAG_RECIPE)
+    (tmp_path / "store").write_text("not a store")
+    raw = make_message(paragraph_text(7), headers={"X-Dupfilter": "duplicate; score=1.00"})
+    assert deliver(rc, raw).returncode == 0
+    assert folder(tmp_path, "duplicates") == []
+    [delivered] = folder(tmp_path, "inbox")
+    assert b"X-Dupfilter" not in delivered
+    assert "passed through unchecked" in (tmp_path / "procmail.log").read_text()
+
+
 def test_check_recipe_with_hb_flags(tmp_path: Path) -> None:
     rc = rcfile(tmp_path, CHECK_RECIPE)
     raw = make_message(paragraph_text(4, count=200))

@@ -873,13 +873,60 @@ def test_reject_is_refused_in_after_queue_mode(settings: Settings, tmp_path: Pat
         FilterServer(settings, engine, logging.getLogger("test"))
 
 
+def forged(seed: int, message_id: str) -> tuple[bytes, bytes]:
+    """A message with forged X-Dupfilter fields (one folded), and the same without them.
+    The body's own "X-Dupfilter: duplicate" line is not a header and stays."""
+    text = body(seed) + "\nX-Dupfilter: duplicate (quoted in the body)\n"
+    raw = crlf(make_message(text, message_id=message_id, headers={
+        "X-Dupfilter": "duplicate; forged\n\tcontinued", "X-Other": "kept",
+        "X-DUPFILTER": "near-duplicate"}))
+    return raw, crlf(make_message(text, message_id=message_id, headers={"X-Other": "kept"}))
+
+
 def test_accept_passes_untagged(make_rig: Callable[..., Rig]) -> None:
+    """No header of ours, and none from outside: a forged "duplicate" would be filed away."""
     rig = make_rig(unique="accept")
-    raw = crlf(make_message(body(24), message_id="<accept@example.org>",
-                            headers={"X-Dupfilter": "duplicate; forged"}))
+    raw, clean = forged(24, "<accept@example.org>")
     rig.send(raw)
+    plain = crlf(make_message(body(26), message_id="<plain@example.org>"))
+    rig.send(plain)
+    got, untouched = rig.stub.wait(2)
+    assert got.data == clean and header_values(got.data) == []
+    assert untouched.data == plain         # nothing to remove: byte for byte
+    assert "action=accept" in rig.verdict_lines()[0]
+
+
+def test_discard_of_seen_recipients_under_accept_removes_a_forged_header(
+        make_rig: Callable[..., Rig]) -> None:
+    """Only bob had it: carol's copy goes on under the unique action (accept), unlabelled."""
+    rig = make_rig(unique="accept", duplicate="discard")
+    raw, clean = forged(27, "<partial@example.org>")
+    rig.send(raw, rcpts=("bob@example.net",))
+    rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
+    first, second = rig.stub.wait(2)
+    assert second.rcpts == ["carol@example.net"]
+    assert first.data == clean and second.data == clean
+    assert "note=discard-seen-recipients" in rig.verdict_lines(2)[1]
+
+
+def test_removing_the_header_failing_passes_the_message_unchanged(
+        make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch) -> None:
+    """If the removal itself fails, the message still goes on (as it came), and a warning
+    says why."""
+    import mailfilter.headers
+
+    def broken(raw: bytes) -> bytes:
+        raise MemoryError("no room to rebuild the header")
+
+    monkeypatch.setattr(mailfilter.headers, "remove_ours", broken)
+    rig = make_rig(engine=FailingEngine())
+    raw, _ = forged(28, "<unremovable@example.org>")
+    assert rig.send(raw) == {}
     [got] = rig.stub.wait(1)
     assert got.data == raw
+    assert any("cannot remove an incoming X-Dupfilter header (MemoryError" in line
+               for line in rig.log.lines)
+    assert "verdict=error" in rig.verdict_lines()[0]
 
 
 @pytest.mark.parametrize("on_error", ["accept", "tempfail"])
@@ -898,6 +945,18 @@ def test_internal_error_follows_on_error(make_rig: Callable[..., Rig], on_error:
         assert rig.stub.messages == []
     [line] = rig.verdict_lines()
     assert "verdict=error" in line and "StoreError" in line
+
+
+def test_on_error_accept_removes_a_forged_header(make_rig: Callable[..., Rig]) -> None:
+    """Unchecked is not unfiltered: while the store is down, a forged "X-Dupfilter:
+    duplicate" must not get the message filed away downstream."""
+    rig = make_rig(engine=FailingEngine(), on_error="accept")
+    raw, clean = forged(29, "<error-forged@example.org>")
+    assert rig.send(raw) == {}
+    [got] = rig.stub.wait(1)
+    assert got.data == clean and header_values(got.data) == []
+    [line] = rig.verdict_lines()
+    assert "verdict=error" in line and "action=accept" in line and "reply=250" in line
 
 
 class FatalEngine:
