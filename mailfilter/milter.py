@@ -482,8 +482,14 @@ class DupfilterMilter(Milter.Base):
                 return Plan("tag", add_header=value, record=True,
                             note="partial-duplicate-tagged")
             else:
-                # Only those who had it lose their copy; the others get it, tagged.
-                return Plan("drop-recipients" if drop else "tag", add_header=value,
+                # Only those who had it lose their copy.  For every recipient left it is
+                # new: it goes on under the `unique` action (tagged `unique`, or untagged
+                # for `accept`), as dupfilter-smtpd does; a recipe that files duplicates
+                # apart must not hide it from them.
+                unique_action = m.actions.for_verdict("unique")
+                header = (None if unique_action == "accept" else
+                          clean_value("unique") if unique_action == "tag" else value)
+                return Plan("drop-recipients" if drop else "tag", add_header=header,
                             drop=drop, record=True,
                             note="discard-seen-recipients" if action == "discard" else None)
         if action == "reject":
