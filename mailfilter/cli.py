@@ -24,6 +24,8 @@ from mailfilter.config import (
     ConfigError,
     FingerprintSettings,
     Settings,
+    check_milter_settings,
+    check_smtpd_settings,
     load_settings,
     parse_duration,
 )
@@ -631,6 +633,9 @@ def _flatten(prefix: str, values: dict[str, object]) -> list[tuple[str, object]]
 def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     print(f"# settings from {settings.source or 'built-in defaults'}")
     if not args.show:
+        # What only a daemon would refuse at start, said here too.
+        check_milter_settings(settings)
+        check_smtpd_settings(settings)
         print("configuration is valid")
         return 0
     for section, values in asdict(settings).items():

@@ -355,3 +355,45 @@ def load_settings(path: str | os.PathLike[str] | None = None, *,
     settings.origins = origins
     settings.validate()
     return settings
+
+
+# ------------------------------------------------------------------- front-end settings
+# Checked by the daemon that uses them (after its command-line flags) and by
+# `dupfilter-db config --check`, not by every load: a pipe filter reading the same file
+# must not stop working over a daemon's section.
+
+def parse_hostport(text: str, what: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``[IPv6]:PORT`` → (host, port); ConfigError when malformed."""
+    match = re.fullmatch(r"\[([^\]]+)\]:(\d+)|([^\s:\[\]]+):(\d+)", text.strip())
+    if not match:
+        raise ConfigError(f"{what}: {text!r} is not HOST:PORT")
+    host = match.group(1) or match.group(3)
+    port = int(match.group(2) or match.group(4))
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{what}: port {port} out of range")
+    return host, port
+
+
+def check_milter_settings(settings: Settings) -> None:
+    """What dupfilter-milter refuses to start with (ConfigError naming the key)."""
+    spec = settings.milter.socket
+    if not spec.startswith(("unix:", "local:", "inet:", "inet6:")):
+        raise ConfigError(f"{settings._where('milter.socket')}: milter.socket {spec!r}: "
+                          "expected inet:PORT@HOST or unix:/path")
+
+
+def check_smtpd_settings(settings: Settings) -> None:
+    """What dupfilter-smtpd refuses to start with: listen and next_hop not HOST:PORT, or
+    ``reject`` in after-queue mode (there a refusal would become a bounce)."""
+    smtpd = settings.smtpd
+    for key in ("listen", "next_hop"):
+        parse_hostport(getattr(smtpd, key), f"{settings._where(f'smtpd.{key}')}: smtpd.{key}")
+    if smtpd.mode == "proxy":
+        return
+    for verdict in VERDICTS:
+        if smtpd.actions.for_verdict(verdict) == "reject":
+            name = verdict.replace("-", "_")
+            raise ConfigError(
+                f"{settings._where(f'smtpd.actions.{name}')}: smtpd.actions.{name} = "
+                "\"reject\" needs smtpd.mode = \"proxy\": after the queue a refusal would "
+                "become a bounce; use \"tag\" or \"discard\"")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import Milter
 
 from mailfilter import __version__, metrics
-from mailfilter.config import ConfigError, Settings
+from mailfilter.config import ConfigError, Settings, check_milter_settings
 from mailfilter.daemon import (
     DaemonError,
     ThrottledWarning,
@@ -865,9 +865,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_daemon_settings(args)
         if args.socket:
             settings.milter.socket = args.socket
-        if not settings.milter.socket.startswith(("unix:", "local:", "inet:", "inet6:")):
-            raise ConfigError(f"milter.socket {settings.milter.socket!r}: expected "
-                              "inet:PORT@HOST or unix:/path")
+        check_milter_settings(settings)
         logger = setup_logging(settings.log, PROGRAM)
         if os.geteuid() == 0 and not args.user and not args.allow_root:
             raise DaemonError("refusing to run as root: pass --user NAME to switch to an "

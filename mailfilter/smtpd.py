@@ -37,7 +37,7 @@ from typing import Any
 from aiosmtpd.smtp import MISSING, SMTP, Envelope, syntax
 
 from mailfilter import __version__, metrics
-from mailfilter.config import ConfigError, Settings
+from mailfilter.config import ConfigError, Settings, check_smtpd_settings, parse_hostport
 from mailfilter.daemon import (
     DaemonError,
     ThrottledWarning,
@@ -168,18 +168,6 @@ def _address(address: str) -> bytes:
     if address in ("", "<>"):
         return b"<>"
     return b"<" + address.encode("utf-8", "surrogateescape") + b">"
-
-
-def parse_hostport(text: str, what: str) -> tuple[str, int]:
-    """``HOST:PORT`` or ``[IPv6]:PORT`` → (host, port); ConfigError when malformed."""
-    match = re.fullmatch(r"\[([^\]]+)\]:(\d+)|([^\s:\[\]]+):(\d+)", text.strip())
-    if not match:
-        raise ConfigError(f"{what}: {text!r} is not HOST:PORT")
-    host = match.group(1) or match.group(3)
-    port = int(match.group(2) or match.group(4))
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"{what}: port {port} out of range")
-    return host, port
 
 
 # ----------------------------------------------------------------------------- next hop
@@ -986,7 +974,7 @@ class FilterServer:
 
     def __init__(self, settings: Settings, engine: Engine, logger: logging.Logger, *,
                  connections: int = DEFAULT_CONNECTIONS, hostname: str | None = None) -> None:
-        check_mode(settings)
+        check_smtpd_settings(settings)
         self.settings = settings
         self.engine = engine
         self.logger = logger
@@ -1059,20 +1047,6 @@ class FilterServer:
             self.pool.close()
         if self.executor is not None:
             self.executor.shutdown(wait=True)
-
-
-def check_mode(settings: Settings) -> None:
-    """Refuse ``reject`` in after-queue mode (there a refusal would become a bounce)."""
-    smtpd = settings.smtpd
-    if smtpd.mode == "proxy":
-        return
-    for verdict in ("unique", "duplicate", "near-duplicate"):
-        if smtpd.actions.for_verdict(verdict) == "reject":
-            name = verdict.replace("-", "_")
-            raise ConfigError(
-                f"{settings.source or 'settings'}: smtpd.actions.{name} = \"reject\" needs "
-                "smtpd.mode = \"proxy\": after the queue a refusal would become a bounce; "
-                "use \"tag\" or \"discard\"")
 
 
 class SmtpdController:
@@ -1178,7 +1152,8 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     loop.add_signal_handler(signal.SIGHUP, functools.partial(
-        reload_settings, settings, _settings_loader(args, settings), "smtpd", _RESTART_KEYS,
+        reload_settings, settings, _settings_loader(args, settings, logger), "smtpd",
+        _RESTART_KEYS,
         logger))
     try:
         await server.start(sock=sock)
@@ -1200,7 +1175,8 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
     return 0
 
 
-def _settings_loader(args: argparse.Namespace, running: Settings) -> Callable[[], Settings]:
+def _settings_loader(args: argparse.Namespace, running: Settings,
+                     logger: logging.Logger) -> Callable[[], Settings]:
     """The settings as at start-up (file, then flags), for SIGHUP; the mode stays."""
     def load() -> Settings:
         fresh = load_daemon_settings(args)
@@ -1208,8 +1184,10 @@ def _settings_loader(args: argparse.Namespace, running: Settings) -> Callable[[]
             fresh.smtpd.listen = args.listen
         if args.next_hop:
             fresh.smtpd.next_hop = args.next_hop
+        if fresh.smtpd.mode != running.smtpd.mode:
+            logger.warning("SIGHUP: smtpd.mode changed; it takes effect after a restart")
         fresh.smtpd.mode = running.smtpd.mode
-        check_mode(fresh)
+        check_smtpd_settings(fresh)
         return fresh
     return load
 
@@ -1223,9 +1201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings.smtpd.listen = args.listen
         if args.next_hop:
             settings.smtpd.next_hop = args.next_hop
-        parse_hostport(settings.smtpd.listen, "smtpd.listen")
-        parse_hostport(settings.smtpd.next_hop, "smtpd.next_hop")
-        check_mode(settings)
+        check_smtpd_settings(settings)
         if args.connections < 1:
             raise ConfigError("--connections must be at least 1")
     except ConfigError as error:

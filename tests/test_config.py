@@ -97,3 +97,42 @@ def test_search_order(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("DUPFILTER_CONFIG", str(tmp_path / "env.toml"))
     assert find_config() == tmp_path / "env.toml"
     assert find_config("explicit.toml") == Path("explicit.toml")
+
+
+@pytest.mark.parametrize("content, expected", [
+    ('[smtpd.actions]\nduplicate = "reject"\n',
+     ':2: smtpd.actions.duplicate = "reject" needs smtpd.mode = "proxy"'),
+    ('[milter]\nsocket = "/run/dupfilter/milter.sock"\n', ":2: milter.socket"),
+    ('[smtpd]\nlisten = "localhost"\n', ":2: smtpd.listen: 'localhost' is not HOST:PORT"),
+    ('[smtpd]\nnext_hop = "127.0.0.1:99999"\n', "smtpd.next_hop: port 99999 out of range"),
+])
+def test_config_check_finds_what_a_daemon_would_refuse(tmp_path: Path, content: str,
+                                                       expected: str) -> None:
+    """`config --check` must not say "valid" for a file a daemon then refuses to start
+    with; the pipe filter, which has no such section to run, still accepts the file."""
+    import subprocess
+    path = tmp_path / "site.toml"
+    path.write_text(content)
+    checked = subprocess.run(["dupfilter-db", "--config", str(path), "config", "--check"],
+                             capture_output=True, text=True)
+    assert checked.returncode == 2 and expected in checked.stderr, checked
+    assert "valid" not in checked.stdout
+    load_settings(path)                       # still loads: dupfilter --tag keeps working
+
+
+def test_smtpd_reload_says_a_changed_mode_needs_a_restart(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import argparse
+    import logging
+
+    from mailfilter.smtpd import _settings_loader
+    path = tmp_path / "site.toml"
+    path.write_text('[smtpd]\nmode = "proxy"\n')
+    running = load_settings(path)
+    path.write_text('[smtpd]\nmode = "after-queue"\n')
+    args = argparse.Namespace(config=str(path), db=None, listen=None, next_hop=None)
+    logger = logging.getLogger("test-smtpd-reload")
+    with caplog.at_level(logging.WARNING, logger="test-smtpd-reload"):
+        fresh = _settings_loader(args, running, logger)()
+    assert fresh.smtpd.mode == "proxy"                      # kept until a restart
+    assert "smtpd.mode changed; it takes effect after a restart" in caplog.text
