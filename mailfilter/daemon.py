@@ -138,6 +138,74 @@ class ThrottledWarning:
         return True
 
 
+# How often a daemon tries again to open a store it could not open (--store-retry).
+STORE_RETRY_SECONDS = 10.0
+
+
+class LazyEngine:
+    """A daemon's shared engine: opened at start-up when the store can be, and otherwise
+    tried again when a message needs it, at most every ``retry_seconds``.
+
+    Until then :meth:`get` is None and each message gets the front end's ``on_error``: a
+    store that cannot be opened (a missing folder, wrong permissions, Redis down at boot)
+    is one clear log line and a running daemon, not a crash loop under systemd.
+    """
+
+    def __init__(self, settings: Settings, logger: logging.Logger, section: str, *,
+                 retry_seconds: float = STORE_RETRY_SECONDS, engine: Any = None) -> None:
+        import threading
+
+        self.settings = settings
+        self.logger = logger
+        self.section = section          # "milter" or "smtpd": whose on_error the log names
+        self.retry_seconds = retry_seconds
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._next_attempt = 0.0
+
+    def get(self) -> Any:
+        """The engine, opening it (again) when it is missing and it is time to try."""
+        engine = self._engine
+        if engine is not None:
+            return engine
+        import time
+        with self._lock:
+            if self._engine is None and time.monotonic() >= self._next_attempt:
+                self.open()
+            return self._engine
+
+    def open(self) -> bool:
+        """Try to open the store; log clearly when it cannot be opened."""
+        import time
+        location = self.settings.store.location()
+        try:
+            from mailfilter.engine import Engine
+            self._engine = Engine(self.settings)
+        except Exception as error:  # any failure means "no store yet"
+            self._next_attempt = time.monotonic() + self.retry_seconds
+            self.logger.error(
+                "cannot open the store at %s: %s; messages get on_error=%s until it opens "
+                "(retrying every %gs)", location, error,
+                getattr(self.settings, self.section).on_error, self.retry_seconds)
+            return False
+        self.logger.info("store opened: %s", location)
+        return True
+
+    def records(self) -> float:
+        """Records in the store, for the metrics gauge (NaN while the store is down)."""
+        engine = self.get()
+        try:
+            return float(engine.store.stats()["records"]) if engine else float("nan")
+        except Exception:  # noqa: BLE001 - a scrape must not fail
+            return float("nan")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._engine is not None:
+                self._engine.close()
+                self._engine = None
+
+
 def verdict_fields(verdict: Any) -> dict[str, Any]:
     """The log fields of a :class:`~mailfilter.detector.Verdict` (stable keys and order)."""
     match = getattr(verdict, "match", None)

@@ -30,7 +30,9 @@ import Milter
 from mailfilter import __version__, metrics
 from mailfilter.config import ConfigError, Settings, check_milter_settings
 from mailfilter.daemon import (
+    STORE_RETRY_SECONDS,
     DaemonError,
+    LazyEngine,
     ThrottledWarning,
     add_daemon_arguments,
     check_privileges,
@@ -56,8 +58,6 @@ PROGRAM = "dupfilter-milter"
 ACTION_FLAGS = Milter.ADDHDRS | Milter.CHGHDRS | Milter.DELRCPT | Milter.QUARANTINE
 # Header bytes kept per message (the MTA limits headers too; this bounds memory).
 MAX_HEADER_BYTES = 1024 * 1024
-# Seconds between attempts to open a store that could not be opened.
-STORE_RETRY_SECONDS = 10.0
 # Seconds SIGTERM waits for messages in flight before exiting anyway.
 SHUTDOWN_GRACE_SECONDS = 30.0
 SWITCH_INTERVAL = 0.0005
@@ -75,9 +75,7 @@ class Runtime:
         self.settings = settings
         self.logger = logger
         self.retry_seconds = retry_seconds
-        self._engine: Engine | None = None
-        self._engine_lock = threading.Lock()
-        self._next_attempt = 0.0
+        self.engines = LazyEngine(settings, logger, "milter", retry_seconds=retry_seconds)
         self._inflight = 0
         self._inflight_cond = threading.Condition()
         self.stopping = False       # set on SIGTERM: finish what is in flight, take no more
@@ -88,44 +86,19 @@ class Runtime:
     # -- the store ------------------------------------------------------------------
 
     def engine(self) -> Engine | None:
-        """The shared engine, opening it (again) when it is missing and it is time to try."""
-        engine = self._engine
-        if engine is not None:
-            return engine
-        with self._engine_lock:
-            if self._engine is None and time.monotonic() >= self._next_attempt:
-                self.open_engine()
-            return self._engine
+        """The shared engine (None while the store cannot be opened; see LazyEngine)."""
+        return self.engines.get()
 
     def store_records(self) -> float:
         """Records in the store, for the metrics gauge (NaN while the store is down)."""
-        engine = self.engine()
-        try:
-            return float(engine.store.stats()["records"]) if engine else float("nan")
-        except Exception:  # noqa: BLE001 - a scrape must not fail
-            return float("nan")
+        return self.engines.records()
 
     def open_engine(self) -> bool:
         """Try to open the store; log clearly when it cannot be opened."""
-        location = self.settings.store.location()
-        try:
-            from mailfilter.engine import Engine
-            self._engine = Engine(self.settings)
-        except Exception as error:  # any failure means "no store yet"
-            self._next_attempt = time.monotonic() + self.retry_seconds
-            self.logger.error(
-                "cannot open the store at %s: %s; messages get on_error=%s until it opens "
-                "(retrying every %gs)", location, error, self.settings.milter.on_error,
-                self.retry_seconds)
-            return False
-        self.logger.info("store opened: %s", location)
-        return True
+        return self.engines.open()
 
     def close(self) -> None:
-        with self._engine_lock:
-            if self._engine is not None:
-                self._engine.close()
-                self._engine = None
+        self.engines.close()
 
     # -- messages in flight -----------------------------------------------------------
 

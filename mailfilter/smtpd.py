@@ -39,7 +39,9 @@ from aiosmtpd.smtp import MISSING, SMTP, Envelope, syntax
 from mailfilter import __version__, metrics
 from mailfilter.config import ConfigError, Settings, check_smtpd_settings, parse_hostport
 from mailfilter.daemon import (
+    STORE_RETRY_SECONDS,
     DaemonError,
+    LazyEngine,
     ThrottledWarning,
     add_daemon_arguments,
     check_privileges,
@@ -513,9 +515,9 @@ class GroupRecorder:
     hears that it was accepted.
     """
 
-    def __init__(self, engine: Engine, executor: concurrent.futures.Executor,
+    def __init__(self, engines: LazyEngine, executor: concurrent.futures.Executor,
                  logger: logging.Logger, tasks: set[asyncio.Future[Any]]) -> None:
-        self.engine = engine
+        self.engines = engines
         self.executor = executor
         self.logger = logger
         self.tasks = tasks
@@ -556,10 +558,14 @@ class GroupRecorder:
 
     def _commit(self, verdicts: list[Verdict]) -> list[bool]:
         """One write transaction for the batch (engine.record joins it)."""
-        def run() -> list[bool]:
-            return [self.engine.record(verdict) is not None for verdict in verdicts]
+        engine = self.engines.get()
+        if engine is None:
+            raise RuntimeError("store unavailable")
 
-        atomically = getattr(getattr(self.engine, "store", None), "atomically", None)
+        def run() -> list[bool]:
+            return [engine.record(verdict) is not None for verdict in verdicts]
+
+        atomically = getattr(getattr(engine, "store", None), "atomically", None)
         return atomically(run) if atomically is not None else run()
 
 
@@ -580,17 +586,17 @@ class Decision:
 class FilterHandler:
     """aiosmtpd handler: relay MAIL/RCPT as they come, decide and act at end of DATA."""
 
-    def __init__(self, settings: Settings, engine: Engine, pool: NextHop,
+    def __init__(self, settings: Settings, engines: LazyEngine, pool: NextHop,
                  executor: concurrent.futures.Executor, logger: logging.Logger,
                  server: FilterServer) -> None:
         self.settings = settings
         self.smtpd = settings.smtpd
-        self.engine = engine
+        self.engines = engines
         self.pool = pool
         self.executor = executor
         self.logger = logger
         self.server = server
-        self.recorder = GroupRecorder(engine, executor, logger, server.tasks)
+        self.recorder = GroupRecorder(engines, executor, logger, server.tasks)
 
     async def handle_EHLO(self, server: FilterSMTP, session: Any, envelope: Envelope,
                           hostname: str, responses: list[str]) -> list[str]:
@@ -651,7 +657,10 @@ class FilterHandler:
         ``unique`` action), and ``reject`` becomes ``tag`` (one reply at the end of DATA
         cannot refuse some recipients only).
         """
-        verdict = self.engine.check(raw, recipients, record=False, sender=sender)
+        engine = self.engines.get()
+        if engine is None:          # the store could not be opened (yet): on_error
+            raise RuntimeError("store unavailable")
+        verdict = engine.check(raw, recipients, record=False, sender=sender)
         action = self.smtpd.actions.for_verdict(verdict.verdict)
         decision = Decision(action, verdict)
         deliver_as, header = action, verdict.header_value()
@@ -972,11 +981,14 @@ class FilterSMTP(SMTP):
 class FilterServer:
     """The listening server, its next-hop pool and worker threads; start and stop."""
 
-    def __init__(self, settings: Settings, engine: Engine, logger: logging.Logger, *,
-                 connections: int = DEFAULT_CONNECTIONS, hostname: str | None = None) -> None:
+    def __init__(self, settings: Settings, engine: Engine | LazyEngine, logger: logging.Logger,
+                 *, connections: int = DEFAULT_CONNECTIONS, hostname: str | None = None
+                 ) -> None:
         check_smtpd_settings(settings)
         self.settings = settings
-        self.engine = engine
+        # An open engine (tests, embedding) or the daemon's, opened when the store can be.
+        self.engines = engine if isinstance(engine, LazyEngine) else LazyEngine(
+            settings, logger, "smtpd", engine=engine)
         self.logger = logger
         self.connections = connections
         self.hostname = hostname or socket.gethostname() or "localhost"
@@ -997,7 +1009,7 @@ class FilterServer:
         self.pool.start()
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max(2, min(4, self.connections)), thread_name_prefix="dupfilter")
-        handler = FilterHandler(self.settings, self.engine, self.pool, self.executor,
+        handler = FilterHandler(self.settings, self.engines, self.pool, self.executor,
                                 self.logger, self)
 
         def factory() -> FilterSMTP:
@@ -1115,6 +1127,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where to accept mail (overrides smtpd.listen)")
     parser.add_argument("--next-hop", metavar="HOST:PORT",
                         help="where to re-inject it (overrides smtpd.next_hop)")
+    parser.add_argument("--store-retry", metavar="SECONDS", type=float,
+                        default=STORE_RETRY_SECONDS,
+                        help="when the store cannot be opened, try again this often "
+                             "(default %(default)g; meanwhile messages get on_error)")
     parser.add_argument("--connections", type=int, default=DEFAULT_CONNECTIONS, metavar="N",
                         help="at most N kept-open connections to the next hop; keep it at "
                              "or below that smtpd's maxproc (default %(default)s)")
@@ -1142,11 +1158,12 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
     sock = _bind(settings.smtpd.listen)
     try:
         check_privileges(args.user, args.allow_root, logger)
-        engine = Engine(settings)
     except BaseException:
         sock.close()
         raise
-    server = FilterServer(settings, engine, logger, connections=args.connections)
+    engines = LazyEngine(settings, logger, "smtpd", retry_seconds=args.store_retry)
+    engines.open()          # or: one clear line, on_error per message, tried again later
+    server = FilterServer(settings, engines, logger, connections=args.connections)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -1158,7 +1175,7 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
     try:
         await server.start(sock=sock)
         serving = metrics.start(settings.metrics, "smtpd",
-                                records=lambda: float(engine.store.stats()["records"]))
+                                records=engines.records)
         if serving:
             logger.info("metrics on http://%s/metrics", serving)
         logger.info("%s %s listening on %s, next hop %s, mode %s, store %s", PROG,
@@ -1170,7 +1187,7 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
         logger.info("shutting down: finishing transactions in flight")
         await server.stop()
     finally:
-        engine.close()
+        engines.close()
     logger.info("stopped")
     return 0
 

@@ -25,6 +25,7 @@ from helpers import make_message, paragraph_text
 from postfix_harness import free_port, wait_for_port
 
 from mailfilter.config import ConfigError, Settings, load_settings
+from mailfilter.daemon import LazyEngine
 from mailfilter.engine import Engine
 from mailfilter.smtpd import (
     FilterServer,
@@ -602,7 +603,8 @@ def test_group_recorder_commits_many_per_transaction(fail: bool) -> None:
 
     async def run() -> list[bool]:
         with concurrent.futures.ThreadPoolExecutor(2) as executor:
-            recorder = GroupRecorder(engine, executor, logger, set())  # type: ignore[arg-type]
+            engines = LazyEngine(Settings(), logger, "smtpd", engine=engine)
+            recorder = GroupRecorder(engines, executor, logger, set())
             first = asyncio.ensure_future(recorder.record("v0"))  # type: ignore[arg-type]
             await asyncio.sleep(0.01)                   # the first commit is under way
             rest = [recorder.record(v) for v in [f"v{i}" for i in range(1, 20)] + ["exempt"]]
@@ -1059,6 +1061,38 @@ def test_daemon_tags_and_drains_in_flight_mail_on_sigterm(tmp_path: Path,
     [got] = stub.messages
     assert header_values(got.data) == ["unique"]
     assert "listening on" in stderr and "verdict=unique" in stderr and "stopped" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_daemon_without_its_store_runs_on_error_and_opens_it_later(
+        tmp_path: Path, stub: NextHopStub) -> None:
+    """A store that cannot be opened at start (here a file is where its folder should be)
+    is one log line, not an exit and a systemd restart loop: mail goes on by on_error
+    (accept: untagged, a forged header removed), and once the store can be opened the
+    same process checks again."""
+    (tmp_path / "db").write_text("not a folder")
+    proc, port = start_daemon(tmp_path, stub.port, "--allow-root", "--store-retry", "0.5")
+    try:
+        wait_for_port("127.0.0.1", port)
+        raw = crlf(make_message(body(27), message_id="<nostore@example.org>"))
+        with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
+            assert client.sendmail("ann@example.org", ["bob@example.net"],
+                                   b"X-Dupfilter: duplicate; forged\r\n" + raw) == {}
+        (tmp_path / "db").unlink()
+        time.sleep(0.7)
+        with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
+            assert client.sendmail("ann@example.org", ["bob@example.net"], raw) == {}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = proc.stderr.read()
+    first, second = stub.messages
+    assert header_values(first.data) == []                 # passed on by on_error=accept
+    assert header_values(second.data) == ["unique"]        # checked: the store is open now
+    assert stderr.count("cannot open the store") == 1, stderr
+    assert "on_error=accept" in stderr and "store opened" in stderr
     assert "Traceback" not in stderr
 
 
