@@ -15,6 +15,8 @@ import re
 import signal
 import socket
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
 from typing import Any
@@ -113,9 +115,6 @@ class ThrottledWarning:
 
     def __init__(self, logger: logging.Logger, interval: float = 60.0,
                  clock: Callable[[], float] | None = None) -> None:
-        import threading
-        import time
-
         self.logger = logger
         self.interval = interval
         self.clock = clock or time.monotonic
@@ -153,8 +152,6 @@ class LazyEngine:
 
     def __init__(self, settings: Settings, logger: logging.Logger, section: str, *,
                  retry_seconds: float = STORE_RETRY_SECONDS, engine: Any = None) -> None:
-        import threading
-
         self.settings = settings
         self.logger = logger
         self.section = section          # "milter" or "smtpd": whose on_error the log names
@@ -168,7 +165,6 @@ class LazyEngine:
         engine = self._engine
         if engine is not None:
             return engine
-        import time
         with self._lock:
             if self._engine is None and time.monotonic() >= self._next_attempt:
                 self.open()
@@ -176,7 +172,6 @@ class LazyEngine:
 
     def open(self) -> bool:
         """Try to open the store; log clearly when it cannot be opened."""
-        import time
         location = self.settings.store.location()
         try:
             from mailfilter.engine import Engine
@@ -204,6 +199,16 @@ class LazyEngine:
             if self._engine is not None:
                 self._engine.close()
                 self._engine = None
+
+
+def log_failure(program: str, error: BaseException) -> None:
+    """A log line could not be written (a full disk, a closed stderr): say so on stderr if
+    even that works, and never raise — the message's answer stands."""
+    try:
+        print(f"{program}: cannot write a log line: {type(error).__name__}: {error}",
+              file=sys.stderr, flush=True)
+    except Exception:  # noqa: BLE001, S110
+        pass
 
 
 def verdict_fields(verdict: Any) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from mailfilter.daemon import (
     exit_on_config_error,
     install_shutdown_handler,
     load_daemon_settings,
+    log_failure,
     log_verdict,
     reload_settings,
     sd_notify,
@@ -74,7 +75,6 @@ class Runtime:
                  retry_seconds: float = STORE_RETRY_SECONDS) -> None:
         self.settings = settings
         self.logger = logger
-        self.retry_seconds = retry_seconds
         self.engines = LazyEngine(settings, logger, "milter", retry_seconds=retry_seconds)
         self._inflight = 0
         self._inflight_cond = threading.Condition()
@@ -407,7 +407,7 @@ class DupfilterMilter(Milter.Base):
             try:
                 log_verdict(rt.logger, **line)
             except Exception as error:  # noqa: BLE001
-                _log_failure(error)
+                log_failure(PROGRAM, error)
             return plan.result
         finally:
             self._end_message()
@@ -557,15 +557,6 @@ def _mode(path: str) -> int:
         return os.lstat(path).st_mode
     except OSError:
         return 0
-
-
-def _log_failure(error: BaseException) -> None:
-    """The message's log line could not be written: say so on stderr, never raise."""
-    try:
-        print(f"{PROGRAM}: cannot write a log line: {type(error).__name__}: {error}",
-              file=sys.stderr, flush=True)
-    except Exception:  # noqa: BLE001, S110
-        pass
 
 
 def _bare(address: str) -> str:

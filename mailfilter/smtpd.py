@@ -47,6 +47,7 @@ from mailfilter.daemon import (
     check_privileges,
     exit_on_config_error,
     load_daemon_settings,
+    log_failure,
     log_verdict,
     reload_settings,
     sd_notify,
@@ -644,7 +645,7 @@ class FilterHandler:
         try:
             self.logger.exception("internal error in the SMTP session: %r", error)
         except Exception as failure:  # noqa: BLE001
-            _log_failure(failure)
+            log_failure(PROG, failure)
         return str(tempfail("internal error"))
 
     # -- the work of one message ---------------------------------------------------
@@ -690,7 +691,7 @@ class FilterHandler:
                 self.logger.warning("cannot remove an incoming X-Dupfilter header (%s: %s); "
                                     "passed on unchanged", type(failure).__name__, failure)
             except Exception as error:  # noqa: BLE001
-                _log_failure(error)
+                log_failure(PROG, error)
         return to_crlf(payload)
 
     async def _process(self, session: Any, envelope: RelayEnvelope, relay: Relay) -> Reply:
@@ -755,7 +756,7 @@ class FilterHandler:
         try:
             log_verdict(self.logger, level, **fields)
         except Exception as failure:  # noqa: BLE001 - the reply stands (it may be delivered)
-            _log_failure(failure)
+            log_failure(PROG, failure)
         return reply
 
     async def _act(self, decision: Decision, relay: Relay, fields: dict[str, Any]
@@ -780,15 +781,6 @@ class FilterHandler:
         except NextHopError as error:
             return tempfail(f"next hop: {error}"), str(error), False
         return reply, reply.text(), None
-
-
-def _log_failure(error: BaseException) -> None:
-    """A log line could not be written: say so on stderr, never raise."""
-    try:
-        print(f"{PROG}: cannot write a log line: {type(error).__name__}: {error}",
-              file=sys.stderr, flush=True)
-    except Exception:  # noqa: BLE001, S110
-        pass
 
 
 def _peer(session: Any) -> str | None:
