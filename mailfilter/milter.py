@@ -501,8 +501,8 @@ class DupfilterMilter(Milter.Base):
         fields.update(self._size_fields())
         try:
             log_verdict(rt.logger, logging.WARNING, **fields)
-        except Exception:  # logging must not turn into a reject
-            pass
+        except Exception as error:  # noqa: BLE001 - logging must not turn into a reject
+            log_failure(PROGRAM, error)
         if mode == "accept":
             # Unchecked, but still no X-Dupfilter from outside (best effort).
             try:
