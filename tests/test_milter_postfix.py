@@ -98,6 +98,20 @@ def test_second_copy_arrives_tagged(postfix, milter):
         postfix.wait_log(rf"postfix/cleanup\[\d+\]: {line['queue']}: message-id=")
 
 
+def test_forged_header_with_space_before_colon_is_removed(postfix, milter):
+    """RFC 5322's obsolete syntax allows ``X-Dupfilter :``; Postfix and mail readers take
+    it for the same field, so the milter must remove it like any other forged one."""
+    milter("")
+    forged = message().replace(b"\r\nSubject:",
+                               b"\r\nX-Dupfilter : duplicate; forged\r\nSubject:", 1)
+    assert b"X-Dupfilter : duplicate" in forged
+    postfix.send(forged, "finance@example.test", ["alice@maildir.test"])
+    copy, = postfix.wait_for_delivery(1)
+    head = copy.data.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]
+    fields = re.findall(rb"^x-dupfilter[ \t]*:(.*)$", head, re.IGNORECASE | re.MULTILINE)
+    assert [value.strip() for value in fields] == [b"unique"], head
+
+
 def test_near_duplicate_tagged_end_to_end(postfix, milter):
     d = milter("")
     postfix.send(message(), "finance@example.test", ["carol@maildir.test"])
