@@ -20,11 +20,15 @@ class _Split:
     """A message taken apart around its header, with incoming ``X-Dupfilter:`` fields out."""
 
     newline: bytes          # the message's line end: CRLF or LF, as its first line ends
-    envelope: list[bytes]   # an mbox ``From `` line, if the message starts with one
+    # (LF for a message whose first line ends in CRLF but whose header ends at a bare-LF
+    # blank line: its lines are split at LF, and keep their CRs)
+    envelope: list[bytes]   # an mbox ``From `` line, if the message starts with one, and
+    #                         lines with leading white space right after it (or at the top)
     kept: list[bytes]       # the other header lines, in order (without line ends)
     removed: int            # lines taken out (fields and their folded continuations)
     body: bytes             # the blank line and the body, verbatim
     open_end: bool          # no header/body separator and no final line end
+    cr_first: bool = False  # read by LF although the first line ends in CRLF
 
 
 def _split(raw: bytes) -> _Split:
@@ -35,6 +39,16 @@ def _split(raw: bytes) -> _Split:
     first_end = raw.find(b"\n")
     newline = b"\r\n" if first_end > 0 and raw[first_end - 1:first_end] == b"\r" else b"\n"
     header_end = raw.find(newline + newline)
+    cr_first = False
+    if newline == b"\r\n":
+        # A bare-LF blank line before the first CRLF one (mixed line ends) ends the header
+        # for every mail reader (and for ``parse``): split at LF then, or a field removed
+        # would take the rest of the message with it.  A CRLF blank line's own LF is at
+        # header_end + 1, so only a blank line before it counts.
+        blank = [at for at in (raw.find(b"\n\n"), raw.find(b"\n\r\n")) if at >= 0]
+        if blank and (header_end < 0 or min(blank) <= header_end):
+            newline, cr_first = b"\n", True
+            header_end = raw.find(b"\n\n")
     head, body = (raw, b"") if header_end < 0 else (raw[:header_end + len(newline)],
                                                       raw[header_end + len(newline):])
     lines = head.split(newline)
@@ -42,6 +56,10 @@ def _split(raw: bytes) -> _Split:
         lines.pop()
     envelope: list[bytes] = []
     if lines and lines[0].startswith(b"From "):
+        envelope.append(lines.pop(0))
+    while lines and lines[0][:1] in (b" ", b"\t"):
+        # Folded lines that continue no field: our header goes below them, or they would
+        # become its continuation lines (and be removed with it on the next hop).
         envelope.append(lines.pop(0))
     kept: list[bytes] = []
     removed = 0
@@ -62,18 +80,21 @@ def _split(raw: bytes) -> _Split:
         else:
             kept.append(line)
     open_end = header_end < 0 and bool(raw) and not raw.endswith(newline)
-    return _Split(newline, envelope, kept, removed, body, open_end)
+    return _Split(newline, envelope, kept, removed, body, open_end, cr_first)
 
 
 def tag_message(raw: bytes, value: str) -> bytes:
     """``raw`` with every incoming ``X-Dupfilter:`` (and its folded lines) removed and one
-    ``X-Dupfilter: value`` added at the top of the header, after any mbox ``From `` line.
+    ``X-Dupfilter: value`` added at the top of the header, after any mbox ``From `` line
+    (and any folded lines that continue no field).
 
     The line ending of the message (CRLF or LF, as its first line ends) is kept.
     """
     parts = _split(raw)
     newline = parts.newline
     ours = f"{HEADER_NAME}: {clean_value(value)}".encode("utf-8", "replace")
+    if parts.cr_first:
+        ours += b"\r"
     if parts.open_end:
         # No header/body separator: everything was header-like text; keep it verbatim.
         return newline.join(parts.envelope + [ours]) + newline + newline.join(parts.kept)

@@ -20,7 +20,7 @@ from mailfilter.config import FingerprintSettings
 from mailfilter.detector import Verdict
 from mailfilter.engine import analyse
 from mailfilter.fingerprint import Fingerprint
-from mailfilter.headers import tag_message
+from mailfilter.headers import pass_through, remove_ours, tag_message
 from mailfilter.store import safe_message_id
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
@@ -162,3 +162,37 @@ def test_fifty_megabyte_body_is_bounded_in_time_and_memory(tmp_path: Path) -> No
     assert b"truncated" in result.stderr                      # said once, clearly
     print(f"50 MB body: {seconds:.2f} s, peak RSS of the filter {peak_mb:.0f} MB")
     assert seconds < 60 and peak_mb < 700
+
+
+def test_folded_lines_at_the_top_do_not_continue_our_header() -> None:
+    """Fuzzer finding: lines starting with white space right after an mbox ``From `` line
+    (or at the very top) continue no field; our header went above them, so they became
+    its continuation lines (its value read "unique <bob@...>") and the next
+    ``remove_ours`` (a second filter on the way) deleted them with it."""
+    for raw in (b"From ann@example.org Mon Nov 30 10:00:00 2026\n  <bob@example.net>,\n"
+                b"\t<carl@example.net>\nSubject: s\n\nbody\n",
+                b" folded first\r\nSubject: s\r\n\r\nbody\r\n"):
+        tagged = tag_message(raw, "unique")
+        newline = b"\r\n" if b"\r" in raw else b"\n"
+        after_ours = tagged.split(b"X-Dupfilter: unique" + newline, 1)[1]
+        assert after_ours[:1] not in (b" ", b"\t")
+        assert remove_ours(tagged) == raw
+        assert tagged.replace(b"X-Dupfilter: unique" + newline, b"", 1) == raw
+
+
+def test_bare_lf_blank_line_in_a_crlf_message_keeps_the_body() -> None:
+    """Fuzzer finding: the first line ends in CRLF (so the message was read as CRLF) but
+    the header ends at a bare-LF blank line.  The header was split at CRLF only, so the
+    forged field's "line" ran on through the blank line and the whole body: removing it
+    removed the body, and tagging lost it too."""
+    body = b"the body, which must survive\r\nsecond line\n"
+    for head, kept in ((b"Subject: y\r\nX-Dupfilter: duplicate\n\n", b"Subject: y\r\n\n"),
+                       (b"Subject: y\r\nX-Dupfilter: duplicate\r\n folded\n\n",
+                        b"Subject: y\r\n\n"),
+                       (b"Subject: y\r\nX-Dupfilter: duplicate\n\r\n", b"Subject: y\r\n\r\n")):
+        raw = head + body
+        assert remove_ours(raw) == kept + body
+        assert pass_through(raw) == (kept + body, None)
+        tagged = tag_message(raw, "unique")
+        assert tagged == b"X-Dupfilter: unique\r\n" + kept + body
+        assert remove_ours(tagged) == remove_ours(raw)

@@ -3,8 +3,22 @@
 
     python3 tests/fuzz/fuzz_pipeline.py -runs=20000 -max_len=65536 [CORPUS_DIR]
 
-Any exception escaping ``analyse`` or ``tag_message`` is a finding (libFuzzer writes the
-input to crash-*).  Seeds: a few structured messages so mutation starts from real MIME.
+Any exception escaping ``analyse``, ``tag_message``, ``remove_ours`` or ``pass_through``
+is a finding (libFuzzer writes the input to crash-*), and so is a broken invariant that a
+postmaster relies on, each one no more than the code itself promises:
+
+* ``remove_ours`` and ``pass_through`` never raise (``pass_through`` reports no error),
+  and a message without any ``x-dupfilter`` text comes back as the very same bytes;
+* nothing after the first empty line (the header/body separator, as ``parse`` finds it
+  once CRLF is read as LF) is lost or changed: it ends the output of ``remove_ours``,
+  ``pass_through`` and ``tag_message``, byte for byte;
+* ``tag_message`` adds one ``X-Dupfilter:`` line, and removing ours from its output gives
+  what removing ours from the input gives (both remove the same incoming fields), give or
+  take the line end that tagging puts after our header in an input without a final one;
+* the exact digest is the same whether the message's lines end in CRLF or LF
+  (``parse`` reads CRLF as LF; ``test_digest_ignores_whitespace_and_line_endings``).
+
+Seeds: a few structured messages so mutation starts from real MIME.
 """
 
 from __future__ import annotations
@@ -16,9 +30,57 @@ import atheris
 with atheris.instrument_imports():
     from mailfilter.config import FingerprintSettings
     from mailfilter.engine import analyse
-    from mailfilter.headers import tag_message
+    from mailfilter.headers import pass_through, remove_ours, tag_message
 
 SETTINGS = FingerprintSettings(max_body_bytes=256 * 1024)
+
+
+def body_after_separator(raw: bytes) -> bytes | None:
+    """Everything after the first empty line of ``raw``, or None if it has none.
+
+    An empty line is one with nothing before its LF but, at most, a CR: ``parse`` reads
+    CRLF as LF, so ``\\n\\n``, ``\\n\\r\\n`` and a message starting ``\\n`` or ``\\r\\n`` all
+    end the header there.
+    """
+    if raw.startswith(b"\n"):
+        return raw[1:]
+    if raw.startswith(b"\r\n"):
+        return raw[2:]
+    found = [(at, at + 2) for at in (raw.find(b"\n\n"),) if at >= 0]
+    found += [(at, at + 3) for at in (raw.find(b"\n\r\n"),) if at >= 0]
+    return raw[min(found)[1]:] if found else None
+
+
+def line_endings(raw: bytes) -> tuple[bytes, bytes]:
+    """(``raw`` with every line ending LF, the same with every line ending CRLF).
+
+    CRs before an LF are line-end CRs and go; a CR elsewhere in a line stays in both.
+    """
+    lf = raw
+    while b"\r\n" in lf:
+        lf = lf.replace(b"\r\n", b"\n")
+    return lf, lf.replace(b"\n", b"\r\n")
+
+
+def check_headers(data: bytes) -> None:
+    removed = remove_ours(data)
+    passed, error = pass_through(data)
+    assert error is None, repr(error)
+    assert passed == removed
+    if b"dupfilter" not in data.lower():
+        assert removed is data
+    tagged = tag_message(data, "unique")
+    assert tagged.count(b"X-Dupfilter: unique") >= 1
+    again = remove_ours(tagged)
+    # Tagging ends our header's line: an input without a final line end may come back
+    # from tagging-then-removing with one (``tag_message(b"From x")``).
+    assert again == removed or (not data.endswith(b"\n") and again.startswith(removed)
+                                and again[len(removed):] in (b"\n", b"\r\n")), \
+        "tagging and removing take out different lines"
+    body = body_after_separator(data)
+    if body is not None:
+        assert removed.endswith(body), "remove_ours lost or changed the body"
+        assert tagged.endswith(body), "tag_message lost or changed the body"
 
 
 def one_input(data: bytes) -> None:
@@ -27,8 +89,12 @@ def one_input(data: bytes) -> None:
     assert len(fingerprint.histogram) == 36
     assert list(fingerprint.sketch) == sorted(set(fingerprint.sketch))
     assert len(fingerprint.sketch) <= SETTINGS.sketch_size
-    tagged = tag_message(data, "unique")
-    assert tagged.count(b"X-Dupfilter: unique") >= 1
+    check_headers(data)
+    if b"\n" in data:
+        lf, crlf = line_endings(data)
+        digests = {analyse(variant, SETTINGS).fingerprint.digest if variant != data
+                   else fingerprint.digest for variant in (lf, crlf)}
+        assert len(digests) == 1, "CRLF and LF copies have different digests"
 
 
 def main() -> None:
