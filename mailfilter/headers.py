@@ -8,6 +8,7 @@ from dataclasses import dataclass
 HEADER_NAME = "X-Dupfilter"
 _OURS = re.compile(rb"x-dupfilter[ \t]*:", re.IGNORECASE)
 _UNSAFE = re.compile(r"[\r\n\x00]")
+_BARE_LF = re.compile(rb"(?<!\r)\n")
 
 
 def clean_value(value: str) -> str:
@@ -20,8 +21,8 @@ class _Split:
     """A message taken apart around its header, with incoming ``X-Dupfilter:`` fields out."""
 
     newline: bytes          # the message's line end: CRLF or LF, as its first line ends
-    # (LF for a message whose first line ends in CRLF but whose header ends at a bare-LF
-    # blank line: its lines are split at LF, and keep their CRs)
+    # (LF for a message whose first line ends in CRLF but whose header has a bare LF:
+    # its lines are split at LF, and keep their CRs)
     envelope: list[bytes]   # an mbox ``From `` line, if the message starts with one, and
     #                         lines with leading white space right after it (or at the top)
     kept: list[bytes]       # the other header lines, in order (without line ends)
@@ -40,15 +41,15 @@ def _split(raw: bytes) -> _Split:
     newline = b"\r\n" if first_end > 0 and raw[first_end - 1:first_end] == b"\r" else b"\n"
     header_end = raw.find(newline + newline)
     cr_first = False
-    if newline == b"\r\n":
-        # A bare-LF blank line before the first CRLF one (mixed line ends) ends the header
-        # for every mail reader (and for ``parse``): split at LF then, or a field removed
-        # would take the rest of the message with it.  A CRLF blank line's own LF is at
-        # header_end + 1, so only a blank line before it counts.
-        blank = [at for at in (raw.find(b"\n\n"), raw.find(b"\n\r\n")) if at >= 0]
-        if blank and (header_end < 0 or min(blank) <= header_end):
-            newline, cr_first = b"\n", True
-            header_end = raw.find(b"\n\n")
+    if newline == b"\r\n" and _BARE_LF.search(raw, 0, len(raw) if header_end < 0
+                                               else header_end):
+        # A bare LF in the header of a CRLF message (mixed line ends) ends a line for mail
+        # readers, for ``parse`` and for the SMTP filter's CRLF rewriting: split at LF then
+        # (the lines keep their CRs), or a field after it is not seen (a forged one stays),
+        # a bare-LF blank line is not the end of the header (a field removed takes the
+        # body with it), and our header may land below such a blank line.
+        newline, cr_first = b"\n", True
+        header_end = raw.find(b"\n\n")
     head, body = (raw, b"") if header_end < 0 else (raw[:header_end + len(newline)],
                                                       raw[header_end + len(newline):])
     lines = head.split(newline)

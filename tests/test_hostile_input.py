@@ -196,3 +196,17 @@ def test_bare_lf_blank_line_in_a_crlf_message_keeps_the_body() -> None:
         tagged = tag_message(raw, "unique")
         assert tagged == b"X-Dupfilter: unique\r\n" + kept + body
         assert remove_ours(tagged) == remove_ours(raw)
+
+
+def test_bare_lf_in_the_header_of_a_crlf_message() -> None:
+    """Fuzzer finding (after the two above): with a first line in CRLF, any bare LF in the
+    header made lines that a CRLF split cannot see: a forged field after it stayed, and our
+    header added after a last line ending in a bare LF fell below a new blank line (in the
+    body, where the next hop no longer found it to remove)."""
+    raw = b"From ann@example.org Mon Nov 30 10:00:00 2026\r\n\tby relay\n"
+    tagged = tag_message(raw, "unique")
+    assert tagged == raw + b"X-Dupfilter: unique\r\n"
+    assert remove_ours(tagged) == raw
+    forged = b"Subject: a\r\nX-Note: x\nX-Dupfilter: duplicate\r\nTo: b\r\n\r\nbody\r\n"
+    assert remove_ours(forged) == b"Subject: a\r\nX-Note: x\nTo: b\r\n\r\nbody\r\n"
+    assert tag_message(forged, "unique") == b"X-Dupfilter: unique\r\n" + remove_ours(forged)
