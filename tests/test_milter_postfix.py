@@ -35,6 +35,7 @@ TEXT = (
 def postfix():
     pf = PostfixHarness(main_cf=[
         "smtpd_milters = unix:{root}/milter/milter.sock",
+        "non_smtpd_milters = $smtpd_milters",        # sendmail(1)/pickup mail too
         "milter_default_action = tempfail",
         "milter_protocol = 6",
     ])
@@ -207,6 +208,77 @@ def test_milter_down_default_action_decides_and_nothing_is_lost(postfix, milter)
     postfix.send(message(), "finance@example.test", ["carol@sink.test"])
     copies = postfix.wait_for_delivery(3, recipient="carol@sink.test")
     assert copies[-1].header("X-Dupfilter") == ["unique"]   # a fresh store
+
+
+def local(raw: bytes) -> bytes:
+    """``raw`` as a local program hands it to sendmail(1): LF line ends."""
+    return raw.replace(b"\r\n", b"\n")
+
+
+# Pickup's own scan, once a minute, brings what a lost kick did not (PostfixHarness.submit).
+LOCAL_WAIT = 90.0
+
+
+def maildrop(postfix: PostfixHarness) -> list[dict]:
+    return [m for m in postfix.queue() if m.get("queue_name") == "maildrop"]
+
+
+def test_local_submission_is_checked_through_non_smtpd_milters(postfix, milter):
+    d = milter("")
+    raw = local(message())
+    postfix.submit(raw, "finance@example.test", ["dave@maildir.test"])
+    first, = postfix.wait_for_delivery(1, recipient="dave@maildir.test", timeout=LOCAL_WAIT)
+    assert first.header("X-Dupfilter") == ["unique"]
+    d.wait_recorded(1)
+    postfix.submit(raw, "finance@example.test", ["dave@maildir.test"])
+    copies = postfix.wait_for_delivery(2, recipient="dave@maildir.test", timeout=LOCAL_WAIT)
+    value, = copies[-1].header("X-Dupfilter")
+    assert value.startswith("duplicate; score=1.00;"), value
+    assert [line["verdict"] for line in d.wait_lines(2)] == ["unique", "duplicate"]
+
+
+def test_local_duplicate_tempfailed_waits_in_the_maildrop_queue(postfix, milter):
+    """tempfail on non-SMTP mail: Postfix keeps the message in its maildrop queue and pickup
+    tries it again every minute, for ever (nothing bounces it), as it does while the milter
+    is down; once the action is changed it is delivered.  Nothing is lost, but it never
+    leaves by itself (docs/postfix.md)."""
+    d = milter('[milter.actions]\nduplicate = "tempfail"\n')
+    raw = local(message())
+    postfix.submit(raw, "finance@example.test", ["dave@maildir.test"])
+    postfix.wait_for_delivery(1, recipient="dave@maildir.test", timeout=LOCAL_WAIT)
+    d.wait_recorded(1)
+    postfix.submit(raw, "finance@example.test", ["dave@maildir.test"])
+    postfix.wait_log(r"milter-reject: END-OF-MESSAGE from localhost\[127\.0\.0\.1\]: 4\.7\.1 ",
+                     timeout=LOCAL_WAIT)
+    assert len(maildrop(postfix)) == 1
+    assert len(postfix.deliveries("dave@maildir.test")) == 1
+    d.kill()
+    # The milter down (milter_default_action = tempfail): it waits there too.
+    seen = len(postfix.log_text())
+    postfix.kick_pickup()
+    postfix.wait_log(r"postfix/cleanup\[\d+\]: warning: connect to Milter service",
+                     timeout=LOCAL_WAIT, start=seen)
+    assert len(maildrop(postfix)) == 1
+    milter("", db=d.db)                     # the same store, now tagging duplicates
+    postfix.kick_pickup()
+    copies = postfix.wait_for_delivery(2, recipient="dave@maildir.test", timeout=LOCAL_WAIT)
+    assert copies[-1].header("X-Dupfilter")[0].startswith("duplicate;")
+    assert maildrop(postfix) == []
+
+
+def test_local_duplicate_rejected_bounces_to_its_sender(postfix, milter):
+    """reject on non-SMTP mail: there is no SMTP client to refuse, so Postfix bounces it."""
+    d = milter('[milter.actions]\nduplicate = "reject"\n')
+    raw = local(message())
+    postfix.submit(raw, "finance@sink.test", ["dave@maildir.test"])
+    postfix.wait_for_delivery(1, recipient="dave@maildir.test", timeout=LOCAL_WAIT)
+    d.wait_recorded(1)
+    postfix.submit(raw, "finance@sink.test", ["dave@maildir.test"])
+    bounce, = postfix.wait_for_delivery(1, recipient="finance@sink.test",
+                                       timeout=LOCAL_WAIT)
+    assert bounce.sender == ""                               # a non-delivery notification
+    assert b"Duplicate message refused" in bounce.data
+    assert len(postfix.deliveries("dave@maildir.test")) == 1
 
 
 def _median_ms(postfix: PostfixHarness, count: int = 12) -> float:
