@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from milter_support import MilterDaemon  # noqa: E402
-from postfix_harness import PostfixHarness  # noqa: E402
+from postfix_harness import Delivery, PostfixHarness  # noqa: E402
 
 TEXT = (
     "Dear team, the new expense policy takes effect on the first of next month. Receipts "
@@ -223,14 +223,22 @@ def maildrop(postfix: PostfixHarness) -> list[dict]:
     return [m for m in postfix.queue() if m.get("queue_name") == "maildrop"]
 
 
+def submit_twice(postfix: PostfixHarness, daemon: MilterDaemon,
+                 sender: str = "finance@example.test") -> Delivery:
+    """Hand the same message to sendmail(1) twice for dave, the second time once the first
+    was delivered (returned) and recorded."""
+    raw = local(message())
+    postfix.submit(raw, sender, ["dave@maildir.test"])
+    first, = postfix.wait_for_delivery(1, recipient="dave@maildir.test", timeout=LOCAL_WAIT)
+    daemon.wait_recorded(1)
+    postfix.submit(raw, sender, ["dave@maildir.test"])
+    return first
+
+
 def test_local_submission_is_checked_through_non_smtpd_milters(postfix, milter):
     d = milter("")
-    raw = local(message())
-    postfix.submit(raw, "finance@example.test", ["dave@maildir.test"])
-    first, = postfix.wait_for_delivery(1, recipient="dave@maildir.test", timeout=LOCAL_WAIT)
+    first = submit_twice(postfix, d)
     assert first.header("X-Dupfilter") == ["unique"]
-    d.wait_recorded(1)
-    postfix.submit(raw, "finance@example.test", ["dave@maildir.test"])
     copies = postfix.wait_for_delivery(2, recipient="dave@maildir.test", timeout=LOCAL_WAIT)
     value, = copies[-1].header("X-Dupfilter")
     assert value.startswith("duplicate; score=1.00;"), value
@@ -243,11 +251,7 @@ def test_local_duplicate_tempfailed_waits_in_the_maildrop_queue(postfix, milter)
     is down; once the action is changed it is delivered.  Nothing is lost, but it never
     leaves by itself (docs/postfix.md)."""
     d = milter('[milter.actions]\nduplicate = "tempfail"\n')
-    raw = local(message())
-    postfix.submit(raw, "finance@example.test", ["dave@maildir.test"])
-    postfix.wait_for_delivery(1, recipient="dave@maildir.test", timeout=LOCAL_WAIT)
-    d.wait_recorded(1)
-    postfix.submit(raw, "finance@example.test", ["dave@maildir.test"])
+    submit_twice(postfix, d)
     postfix.wait_log(r"milter-reject: END-OF-MESSAGE from localhost\[127\.0\.0\.1\]: 4\.7\.1 ",
                      timeout=LOCAL_WAIT)
     assert len(maildrop(postfix)) == 1
@@ -269,11 +273,7 @@ def test_local_duplicate_tempfailed_waits_in_the_maildrop_queue(postfix, milter)
 def test_local_duplicate_rejected_bounces_to_its_sender(postfix, milter):
     """reject on non-SMTP mail: there is no SMTP client to refuse, so Postfix bounces it."""
     d = milter('[milter.actions]\nduplicate = "reject"\n')
-    raw = local(message())
-    postfix.submit(raw, "finance@sink.test", ["dave@maildir.test"])
-    postfix.wait_for_delivery(1, recipient="dave@maildir.test", timeout=LOCAL_WAIT)
-    d.wait_recorded(1)
-    postfix.submit(raw, "finance@sink.test", ["dave@maildir.test"])
+    submit_twice(postfix, d, sender="finance@sink.test")
     bounce, = postfix.wait_for_delivery(1, recipient="finance@sink.test",
                                        timeout=LOCAL_WAIT)
     assert bounce.sender == ""                               # a non-delivery notification
