@@ -12,6 +12,8 @@ postmaster relies on, each one no more than the code itself promises:
 * nothing after the first empty line (the header/body separator, as ``parse`` finds it
   once CRLF is read as LF) is lost or changed: it ends the output of ``remove_ours``,
   ``pass_through`` and ``tag_message``, byte for byte;
+* no incoming ``X-Dupfilter:`` field is left in the header as ``parse`` reads it (bare LF
+  and CRLF both end a line): none after ``remove_ours``, only ours after ``tag_message``;
 * ``tag_message`` adds one ``X-Dupfilter:`` line, and removing ours from its output gives
   what removing ours from the input gives (both remove the same incoming fields), give or
   take the line end that tagging puts after our header in an input without a final one;
@@ -31,6 +33,7 @@ with atheris.instrument_imports():
     from mailfilter.config import FingerprintSettings
     from mailfilter.engine import analyse
     from mailfilter.headers import pass_through, remove_ours, tag_message
+    from mailfilter.message import parse
 
 SETTINGS = FingerprintSettings(max_body_bytes=256 * 1024)
 
@@ -62,6 +65,11 @@ def line_endings(raw: bytes) -> tuple[bytes, bytes]:
     return lf, lf.replace(b"\n", b"\r\n")
 
 
+def fields(raw: bytes) -> int:
+    """How many ``X-Dupfilter:`` fields ``parse`` finds in the header of ``raw``."""
+    return sum(name == "x-dupfilter" for name, _ in parse(raw).headers)
+
+
 def check_headers(data: bytes) -> None:
     removed = remove_ours(data)
     passed, error = pass_through(data)
@@ -77,6 +85,11 @@ def check_headers(data: bytes) -> None:
     assert again == removed or (not data.endswith(b"\n") and again.startswith(removed)
                                 and again[len(removed):] in (b"\n", b"\r\n")), \
         "tagging and removing take out different lines"
+    # No incoming field survives, as a mail reader finds fields (``parse`` reads a bare LF
+    # as a line end, as the SMTP filter's CRLF rewriting makes it one): none after
+    # removing, ours alone after tagging.
+    assert fields(removed) == 0, "an incoming X-Dupfilter survived remove_ours"
+    assert fields(tagged) <= 1, "an incoming X-Dupfilter survived tag_message"
     body = body_after_separator(data)
     if body is not None:
         assert removed.endswith(body), "remove_ours lost or changed the body"
