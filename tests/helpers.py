@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from email.message import EmailMessage
 from email.policy import SMTP, default
+from pathlib import Path
 
 # A vocabulary big enough that two generated texts share few 5-word shingles by chance.
 _WORDS = (
@@ -82,3 +85,15 @@ def make_mime(text: str, *, html: str | None = None, attachment: bytes | None = 
         msg.add_attachment(attachment, maintype="application", subtype="octet-stream",
                            filename="data.bin")
     return msg.as_bytes(policy=SMTP.clone(linesep="\n"))
+
+
+def run_fuzzer(harness: Path, corpus: Path, runs: int, artifacts: Path) -> None:
+    """Run an atheris harness of tests/fuzz for ``runs`` inputs mutated from ``corpus``;
+    any finding (an exception or a broken invariant: libFuzzer writes crash-*) fails."""
+    result = subprocess.run(
+        [sys.executable, str(harness), f"-runs={runs}", "-max_len=65536",
+         "-rss_limit_mb=2048", f"-artifact_prefix={artifacts}/", str(corpus)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Done {runs} runs" in result.stderr
+    assert not list(artifacts.glob("crash-*"))

@@ -8,11 +8,10 @@ from __future__ import annotations
 import resource
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from helpers import make_message, paragraph_text
+from helpers import make_message, paragraph_text, run_fuzzer
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -114,13 +113,7 @@ def test_fuzzer_finds_nothing(tmp_path: Path) -> None:
     """libFuzzer-guided (atheris) run over parse + fingerprint + tag: 20,000 inputs."""
     corpus = tmp_path / "corpus"
     shutil.copytree(FUZZ / "seeds", corpus)
-    result = subprocess.run(
-        [sys.executable, str(FUZZ / "fuzz_pipeline.py"), "-runs=20000", "-max_len=65536",
-         "-rss_limit_mb=2048", f"-artifact_prefix={tmp_path}/", str(corpus)],
-        capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "Done 20000 runs" in result.stderr
-    assert not list(tmp_path.glob("crash-*"))
+    run_fuzzer(FUZZ / "fuzz_pipeline.py", corpus, 20000, tmp_path)
 
 
 def test_nested_multipart_100_deep_and_boundary_loops() -> None:

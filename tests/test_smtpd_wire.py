@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from mailfilter import smtpd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import run_fuzzer  # noqa: E402
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 
@@ -90,15 +92,8 @@ def test_the_check_fails_on_a_broken_wire_format(
 
 def test_wire_fuzzer_finds_nothing(tmp_path: Path) -> None:
     """libFuzzer-guided (atheris) run over the wire path: 5,000 inputs from the edge cases."""
-    pytest.importorskip("atheris")
     corpus = tmp_path / "corpus"
     shutil.copytree(FUZZ / "seeds", corpus)
     for number, raw in enumerate(harness.EDGE_CASES):
         (corpus / f"edge-{number}").write_bytes(raw)
-    result = subprocess.run(
-        [sys.executable, str(FUZZ / "fuzz_smtpd_wire.py"), "-runs=5000", "-max_len=65536",
-         "-rss_limit_mb=2048", f"-artifact_prefix={tmp_path}/", str(corpus)],
-        capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "Done 5000 runs" in result.stderr
-    assert not list(tmp_path.glob("crash-*"))
+    run_fuzzer(FUZZ / "fuzz_smtpd_wire.py", corpus, 5000, tmp_path)

@@ -26,8 +26,12 @@ Seeds: a few structured messages so mutation starts from real MIME.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import atheris
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fuzz_support import body_after_separator  # noqa: E402
 
 with atheris.instrument_imports():
     from mailfilter.config import FingerprintSettings
@@ -36,22 +40,6 @@ with atheris.instrument_imports():
     from mailfilter.message import parse
 
 SETTINGS = FingerprintSettings(max_body_bytes=256 * 1024)
-
-
-def body_after_separator(raw: bytes) -> bytes | None:
-    """Everything after the first empty line of ``raw``, or None if it has none.
-
-    An empty line is one with nothing before its LF but, at most, a CR: ``parse`` reads
-    CRLF as LF, so ``\\n\\n``, ``\\n\\r\\n`` and a message starting ``\\n`` or ``\\r\\n`` all
-    end the header there.
-    """
-    if raw.startswith(b"\n"):
-        return raw[1:]
-    if raw.startswith(b"\r\n"):
-        return raw[2:]
-    found = [(at, at + 2) for at in (raw.find(b"\n\n"),) if at >= 0]
-    found += [(at, at + 3) for at in (raw.find(b"\n\r\n"),) if at >= 0]
-    return raw[min(found)[1]:] if found else None
 
 
 def line_endings(raw: bytes) -> tuple[bytes, bytes]:
