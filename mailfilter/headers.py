@@ -8,7 +8,7 @@ from dataclasses import dataclass
 HEADER_NAME = "X-Dupfilter"
 _OURS = re.compile(rb"x-dupfilter[ \t]*:", re.IGNORECASE)
 _UNSAFE = re.compile(r"[\r\n\x00]")
-_BARE_LF = re.compile(rb"(?<!\r)\n")
+BARE_LF = re.compile(rb"(?<!\r)\n")  # an LF with no CR before it (also smtpd.to_crlf)
 
 
 def clean_value(value: str) -> str:
@@ -41,7 +41,7 @@ def _split(raw: bytes) -> _Split:
     newline = b"\r\n" if first_end > 0 and raw[first_end - 1:first_end] == b"\r" else b"\n"
     header_end = raw.find(newline + newline)
     cr_first = False
-    if newline == b"\r\n" and _BARE_LF.search(raw, 0, len(raw) if header_end < 0
+    if newline == b"\r\n" and BARE_LF.search(raw, 0, len(raw) if header_end < 0
                                                else header_end):
         # A bare LF in the header of a CRLF message (mixed line ends) ends a line for mail
         # readers, for ``parse`` and for the SMTP filter's CRLF rewriting: split at LF then

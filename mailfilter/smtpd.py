@@ -56,7 +56,7 @@ from mailfilter.daemon import (
 )
 from mailfilter.detector import Verdict
 from mailfilter.engine import Engine
-from mailfilter.headers import pass_through, tag_message
+from mailfilter.headers import BARE_LF, pass_through, tag_message
 from mailfilter.store import recipient_key
 
 PROG = "dupfilter-smtpd"
@@ -72,7 +72,6 @@ XFORWARD_ATTRIBUTES = ("NAME", "ADDR", "PORT", "PROTO", "HELO", "IDENT", "SOURCE
 # MAIL FROM parameters passed on to the next hop (aiosmtpd refuses any other).
 FORWARDED_MAIL_PARAMETERS = ("SIZE", "BODY", "SMTPUTF8")
 
-_BARE_LF = re.compile(rb"(?<!\r)\n")
 _LEADING_DOT = re.compile(rb"^\.", re.MULTILINE)
 _QUEUED_AS = re.compile(r"queued as ([0-9A-Za-z]+)")
 # A plain <local@domain> path (no quotes, route, literal or comment): parsed without the
@@ -147,8 +146,8 @@ def to_crlf(data: bytes) -> bytes:
     RFC 5321 knows no other line end; this way a bare-LF ``.`` line cannot end the message
     early at a next hop that takes bare LF for a line end.
     """
-    if b"\n" in data and _BARE_LF.search(data):
-        data = _BARE_LF.sub(b"\r\n", data)
+    if b"\n" in data and BARE_LF.search(data):
+        data = BARE_LF.sub(b"\r\n", data)
     if data and not data.endswith(b"\r\n"):
         data += b"\r\n"
     return data

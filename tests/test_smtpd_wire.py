@@ -61,11 +61,11 @@ def _crlf_keeps_bare_lf(data: bytes) -> bytes:
 
 
 def _crlf_no_final_line_end(data: bytes) -> bytes:
-    return smtpd._BARE_LF.sub(b"\r\n", data)
+    return smtpd.BARE_LF.sub(b"\r\n", data)
 
 
 def _crlf_drops_lone_cr(data: bytes) -> bytes:
-    return smtpd._BARE_LF.sub(b"\r\n", data.replace(b"\r\n", b"\n").replace(b"\r", b"")) \
+    return smtpd.BARE_LF.sub(b"\r\n", data.replace(b"\r\n", b"\n").replace(b"\r", b"")) \
         .rstrip(b"\r\n") + b"\r\n"
 
 
