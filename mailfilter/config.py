@@ -129,9 +129,18 @@ class DetectorSettings:
     # Each is a near-duplicate on its own; a large store holds hundreds of near-identical
     # histograms in one window, and weighing them all would make checks grow with it.
     histogram_candidates: int = 8
-    # A shingle from a message's last lines that this many stored messages share is list
-    # boilerplate (a footer): it is left out of resemblance and candidate lookup.
+    # A shingle that this many stored messages share is boilerplate (a list footer, a
+    # disclaimer, a banner): it is left out of resemblance and candidate lookup.
     common_postings: int = 8
+    # Near-duplicates from one sender domain must agree on their data (numbers, codes,
+    # dates, host names): templated mail with new data is a new message.
+    compare_identifiers: bool = True
+    # Attachments decide (same attachment: near-duplicate) when they make up at least this
+    # share of both messages' bytes, whatever the cover note says.
+    attachment_share: float = 0.5
+    # A file mapping addresses to mailboxes (mailfilter/aliases.py): several addresses of
+    # one person count as one recipient.  Empty: none.
+    aliases: str = ""
 
 
 @dataclass
@@ -233,6 +242,8 @@ class Settings:
             (self.detector.max_candidates >= 1, "detector.max_candidates", "must be at least 1"),
             (self.detector.histogram_candidates >= 1, "detector.histogram_candidates",
              "must be at least 1"),
+            (0.0 <= self.detector.attachment_share <= 1.0, "detector.attachment_share",
+             "must be in [0, 1]"),
             (self.detector.scope in ("recipient", "global"), "detector.scope",
              "must be \"recipient\" or \"global\""),
             (self.milter.on_error in ON_ERROR, "milter.on_error", f"must be one of {ON_ERROR}"),

@@ -7,11 +7,15 @@ detector already knows.  It speaks no protocol and parses nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from mailfilter.aliases import bare as bare_address
 from mailfilter.config import DetectorSettings
+from mailfilter.features import AttachmentSummary, Features
 from mailfilter.fingerprint import Fingerprint
+from mailfilter.rules import DUPLICATE, NEAR_DUPLICATE, UNIQUE, Pair, judge
 from mailfilter.similarity import (
     chunk_similarity,
     histogram_distance,
@@ -26,7 +30,15 @@ from mailfilter.store import (
     safe_message_id,
 )
 
-UNIQUE, DUPLICATE, NEAR_DUPLICATE = "unique", "duplicate", "near-duplicate"
+_UNSAFE_NAME = re.compile(r'[\x00-\x1f\x7f";\\]')
+
+
+def _safe_name(name: str) -> str:
+    """A file name fit for a header value: no quotes, controls or ';', bounded."""
+    return _UNSAFE_NAME.sub("_", name)[:80] or "(no name)"
+
+
+
 _RANK = {UNIQUE: 0, NEAR_DUPLICATE: 1, DUPLICATE: 2}
 # Fewest sketch hashes left after discounting boilerplate for a resemblance to mean much.
 _MIN_RESIDUAL = 8
@@ -48,6 +60,9 @@ class Evidence:
     attachment_similarity: float | None = None
     recipients_seen: tuple[str, ...] = ()
     note: str = ""
+    # The rule that decided (mailfilter/rules.py), and the attachment it matched on.
+    rule: str = ""
+    attachment: AttachmentSummary | None = None
 
 
 @dataclass(slots=True)
@@ -72,6 +87,8 @@ class Verdict:
     record_allowed: bool = True
     # The allow rule that exempted this message from recording (action no-record).
     rule: str | None = None
+    # The attachment a near-duplicate by attachments matched on (named in the header).
+    attachment: AttachmentSummary | None = None
 
     @property
     def is_duplicate(self) -> bool:
@@ -103,6 +120,9 @@ class Verdict:
             if match_id:
                 parts.append(f"match=<{match_id.strip('<>')}>")
             parts.append(f"seen={self.seen}")
+            if self.attachment is not None:
+                parts.append(f"attachment=\"{_safe_name(self.attachment.name)}\" "
+                             f"({self.attachment.size} bytes)")
         if self.rule:
             parts.append(f"rule={self.rule}")
         return "; ".join(parts)
@@ -119,18 +139,29 @@ class Verdict:
                 "message_id": self.message_id,
                 "recipients_seen": list(self.recipients_seen),
                 "containment": None if self.containment is None else round(self.containment, 4),
-                "skipped_by": self.skipped_by, "rule": self.rule}
+                "skipped_by": self.skipped_by, "rule": self.rule,
+                "attachment": None if self.attachment is None else {
+                    "name": self.attachment.name, "size": self.attachment.size},
+                "why": None if self.is_duplicate or not self.evidence
+                else (self.evidence[0].note or None)}
 
 
 class Detector:
     """Decides verdicts against a store, and records messages in it."""
 
     def __init__(self, store: Store, settings: DetectorSettings, *, sketch_size: int,
-                 index_size: int) -> None:
+                 index_size: int, aliases: Mapping[str, str] | None = None) -> None:
         self.store = store
         self.settings = settings
         self.sketch_size = sketch_size
         self.index_size = index_size
+        # Address → mailbox: several addresses of one person are one recipient.
+        self.aliases = {bare_address(a): bare_address(m) for a, m in (aliases or {}).items()}
+
+    def recipient_key(self, address: str) -> int:
+        """The store's key of a recipient, after the alias map."""
+        bare = bare_address(address)
+        return recipient_key(self.aliases.get(bare, bare))
 
     # -- checking ----------------------------------------------------------------------
 
@@ -141,12 +172,11 @@ class Detector:
         return self.settings.histogram_rule and fp.histogram_chars >= \
             self.settings.histogram_min_chars
 
-    def _has_content(self, fp: Fingerprint) -> bool:
-        return fp.word_count > 0 or fp.has_attachments
-
     def probe(self, fp: Fingerprint, message_id: str | None) -> Probe:
         s = self.settings
-        index = fp.sketch[:self.index_size] if self._long_enough(fp) else ()
+        # Short texts are looked up by their shingles too: a short message sent again with
+        # a line added shares all of them (rules.py decides what that means).
+        index = fp.sketch[:self.index_size]
         return Probe(
             message_id_key=message_id_key(message_id) if s.match_message_id else None,
             digest=fp.digest,
@@ -156,7 +186,10 @@ class Detector:
             histogram_max_positions=s.histogram_max_positions,
             sketch_index=index,
             min_shared=max(1, len(index) // 8),
-            tail_hashes=fp.tail_sketch if index else (),
+            # Boilerplate can sit anywhere (disclaimers, banners, sponsor blocks): every
+            # sketch hash that many stored messages share is discounted, not only those
+            # of the last lines.
+            tail_hashes=fp.sketch if index else (),
             common_postings=s.common_postings,
             sketch=fp.sketch if index else (),
             chunk_index=tuple(d for d, _ in fp.chunks[:self.index_size]),
@@ -177,7 +210,7 @@ class Detector:
         new = self._new_record(fp, message_id, recipients, record_at, 1) if adder else None
         candidates = adder(probe, new) if adder else self.store.lookup(probe)
         scoped = self.settings.scope == "recipient" and bool(recipients)
-        recipient_keys = {recipient_key(r): r for r in recipients} if scoped else {}
+        recipient_keys = {self.recipient_key(r): r for r in recipients} if scoped else {}
         evidence: list[Evidence] = []
         # Once per check, not per candidate (a large histogram window yields max_candidates).
         message_key = message_id_key(message_id)
@@ -210,6 +243,7 @@ class Detector:
             seen = sorted({r for e in evidence if e.verdict != UNIQUE for r in e.recipients_seen})
             verdict.verdict, verdict.score, verdict.reason = best.verdict, best.score, best.reason
             verdict.match, verdict.recipients_seen = best.record, tuple(seen)
+            verdict.attachment = best.attachment
         containments = [e.containment for e in evidence if e.containment is not None]
         verdict.containment = max(containments) if containments else None
         if new is not None and new.doc_id:
@@ -231,37 +265,36 @@ class Detector:
             fp.histogram, record.histogram)
         if fp.chunks and record.chunks:
             item.attachment_similarity = chunk_similarity(fp.chunks, record.chunks)
-        if s.match_message_id and key is not None and key == record.message_id_key:
-            item.verdict, item.reason, item.score = DUPLICATE, "message-id", 1.0
-        elif fp.digest == record.digest and self._has_content(fp):
-            item.verdict, item.reason, item.score = DUPLICATE, "digest", 1.0
-        elif item.resemblance is not None and item.resemblance >= s.resemblance_threshold:
-            item.verdict, item.reason, item.score = NEAR_DUPLICATE, "shingles", item.resemblance
-        elif (histogram_positions is not None and self._histogram_applies(fp)
-              and self._histogram_applies(record)
-              and item.histogram_positions <= s.histogram_max_positions):
-            item.verdict, item.reason = NEAR_DUPLICATE, "histogram"
-            item.score = 1.0 - item.histogram_positions / 36.0
-        elif (item.attachment_similarity is not None
-              and item.attachment_similarity >= s.attachment_threshold
-              and fp.word_count < s.min_words and record.word_count < s.min_words):
-            item.verdict, item.reason = NEAR_DUPLICATE, "attachments"
-            item.score = item.attachment_similarity
-        else:
-            item.note = self._why_not(fp, item)
+        histogram_match = (histogram_positions is not None and self._histogram_applies(fp)
+                           and self._histogram_applies(record)
+                           and item.histogram_positions <= s.histogram_max_positions)
+        judgement = judge(Pair(
+            new=fp, stored_words=record.word_count, stored_digest=record.digest,
+            stored_message_id=record.message_id,
+            same_message_id=s.match_message_id and key is not None
+            and key == record.message_id_key,
+            new_features=fp.features, stored_features=Features.decode(record.features),
+            resemblance=item.resemblance, containment_of_stored=item.containment,
+            histogram_match=histogram_match, histogram_positions=item.histogram_positions,
+            attachment_similarity=item.attachment_similarity, stored_sketch=record.sketch),
+            s)
+        item.verdict, item.reason, item.score = judgement.verdict, judgement.reason, \
+            judgement.score
+        item.rule, item.note, item.attachment = judgement.rule, judgement.note, \
+            judgement.attachment
         return item
 
     def _compare_sketches(self, stored: tuple[int, ...], new: tuple[int, ...],
                           boilerplate: frozenset[int], new_set: frozenset[int]
                           ) -> tuple[float, float]:
-        """Sketch resemblance and containment, list boilerplate discounted.
+        """Sketch resemblance and containment, boilerplate discounted.
 
-        Shingles of a footer that many stored messages end with say nothing about this
-        pair: both sketches lose them (the rest is still a bottom-k sample of what is
-        left).  If too little would remain, the full sketches are compared.
-        Sketches that share no hash at all (``new_set`` is ``new`` as a set) resemble and
-        contain nothing: most candidates of a large histogram window are such, and this
-        answer costs one pass over ``stored``, not a sort.
+        Shingles that many stored messages share (a footer, a disclaimer, a banner) say
+        nothing about this pair: both sketches lose them (the rest is still a bottom-k
+        sample of what is left).  If too little would remain, the full sketches are
+        compared.  Sketches that share no hash at all (``new_set`` is ``new`` as a set)
+        resemble and contain nothing: most candidates of a large histogram window are
+        such, and this answer costs one pass over ``stored``, not a sort.
         """
         if new_set.isdisjoint(stored):
             return 0.0, 0.0
@@ -271,15 +304,6 @@ class Detector:
             if len(set(stored_rest) | set(new_rest)) >= _MIN_RESIDUAL:
                 return sketch_comparison(stored_rest, new_rest, self.sketch_size)
         return sketch_comparison(stored, new, self.sketch_size)
-
-    def _why_not(self, fp: Fingerprint, item: Evidence) -> str:
-        s = self.settings
-        if item.resemblance is not None:
-            return (f"resemblance {item.resemblance:.2f} below "
-                    f"{s.resemblance_threshold:.2f}")
-        if not self._long_enough(fp):
-            return f"fewer than {s.min_words} words: exact match only"
-        return "stored message too short for shingles"
 
     # -- recording ---------------------------------------------------------------------
 
@@ -292,14 +316,14 @@ class Detector:
         if verdict.recorded_id is not None:  # recorded by the check (and counted)
             return verdict.recorded_id
         fp = verdict.fingerprint
-        keys = tuple(recipient_key(r) for r in verdict.recipients) \
+        keys = tuple(self.recipient_key(r) for r in verdict.recipients) \
             if self.settings.scope == "recipient" else ()
+        # The same message again (also when recipient scope made it new for these
+        # recipients): judged so by the rules, not merely the same digest ("Thanks!" from
+        # another sender is a record of its own).
         exact = next((e.record for e in verdict.evidence
                       if e.reason in ("digest", "message-id") and e.record.digest == fp.digest),
                      None)
-        if exact is None:
-            exact = next((e.record for e in verdict.evidence if e.record.digest == fp.digest
-                          and self._has_content(fp)), None)
         self.store.count_verdict(verdict.verdict, when)
         if exact is not None:
             self.store.touch(exact.doc_id, when, keys)
@@ -310,7 +334,7 @@ class Detector:
 
     def _new_record(self, fp: Fingerprint, message_id: str | None,
                     recipients: Sequence[str], when: int, seen: int) -> Record:
-        keys = tuple(recipient_key(r) for r in recipients) \
+        keys = tuple(self.recipient_key(r) for r in recipients) \
             if self.settings.scope == "recipient" else ()
         return Record(
             histogram=fp.histogram, histogram_sum=fp.histogram_sum,
@@ -318,4 +342,5 @@ class Detector:
             shingle_count=fp.shingle_count, word_count=fp.word_count, digest=fp.digest,
             message_id_key=message_id_key(message_id),
             message_id=safe_message_id(message_id), chunks=fp.chunks,
-            recipients=keys, first_seen=when, last_seen=when, seen=seen)
+            recipients=keys, first_seen=when, last_seen=when, seen=seen,
+            features=fp.features.encode())

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mailfilter import fingerprint as fingerprints
+from mailfilter.aliases import load_aliases
 from mailfilter.config import FingerprintSettings, Settings
 from mailfilter.detector import UNIQUE, Detector, Verdict
 from mailfilter.message import parse
@@ -62,7 +63,8 @@ class Engine:
             key_prefix=settings.store.key_prefix, timeout=settings.store.timeout,
             retention_seconds=settings.store.retention_seconds())
         self.detector = Detector(self.store, settings.detector, sketch_size=fp.sketch_size,
-                                 index_size=fp.index_size)
+                                 index_size=fp.index_size,
+                                 aliases=load_aliases(settings.detector.aliases))
         self.rules = compile_rules(settings.policy.rules)
 
     def __enter__(self) -> Engine:

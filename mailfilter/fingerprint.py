@@ -22,6 +22,16 @@ import numpy as np
 import xxhash
 from pyfastcdc.cy import FastCDC
 
+from mailfilter.features import (
+    EMPTY,
+    MAX_ATTACHMENTS,
+    MIN_ATTACHMENT_BYTES,
+    AttachmentSummary,
+    Features,
+    key64,
+)
+from mailfilter.identifiers import identifier_sample, identifiers
+from mailfilter.invitations import calendar_summary, is_calendar
 from mailfilter.message import Message, raw_body
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
@@ -45,6 +55,10 @@ class Fingerprint:
     # Sketch hashes of shingles in the last lines of the text, where list footers live:
     # the detector discounts those that many stored messages share (boilerplate).
     tail_sketch: tuple[int, ...] = ()
+    # Sender, thread, quoted text, identifiers, calendar event, attachments (features.py).
+    features: Features = EMPTY
+    # The identifiers themselves (the record keeps only hashes), for explaining.
+    identifier_names: tuple[str, ...] = ()
 
     @property
     def has_attachments(self) -> bool:
@@ -251,7 +265,10 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         attachment_bytes += len(attachment.data)
         chunks.extend(chunk_digests(attachment.data, chunk_average))
     sampled = sorted(set(chunks))[:chunk_sample] if chunks else []
+    names = identifiers(message.text, message.subject)
     return Fingerprint(
+        features=message_features(message, names),
+        identifier_names=tuple(names[:64]),
         histogram=hist,
         histogram_sum=sum(hist),
         histogram_chars=chars,
@@ -262,4 +279,63 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         chunks=tuple(sampled),
         attachment_bytes=attachment_bytes,
         tail_sketch=tuple(value for value in sketch if value in tail),
+    )
+
+
+_SUBJECT_PREFIX = re.compile(r"^(?:\s*(?:\[[^\]]{0,60}\]|(?:re|fwd?|fw|aw|wg|sv|tr|vs|antw|"
+                             r"resend|resent)\s*(?:\[\d+\])?\s*:))+", re.IGNORECASE)
+# Second-level labels under which registries sell names (example.co.uk, example.com.au).
+_SECOND_LEVEL = frozenset(("co", "com", "org", "net", "ac", "gov", "edu", "ne", "or", "go"))
+
+
+def normal_subject(subject: str) -> str:
+    """The subject without Re:/Fwd:/list tags, spaces folded, lower case."""
+    return " ".join(_SUBJECT_PREFIX.sub("", subject).split()).lower()
+
+
+def registrable_domain(address: str | None) -> str:
+    """The domain an organisation registered (``mail.example.co.uk`` → ``example.co.uk``),
+    without a list of public suffixes: the last two labels, or three under a common
+    second-level label of a country code."""
+    if not address or "@" not in address:
+        return ""
+    labels = address.rpartition("@")[2].strip(".").split(".")
+    if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL:
+        return ".".join(labels[-3:])
+    return ".".join(labels[-2:])
+
+
+def message_id_key64(message_id: str) -> int:
+    """64-bit key of a Message-ID (brackets and the case of its domain ignored), for
+    comparing a record with the thread ids of a reply."""
+    value = message_id.strip().strip("<>").strip()
+    local, at, domain = value.rpartition("@")
+    return key64(f"{local}@{domain.lower()}" if at else value)
+
+
+def message_features(message: Message, names: list[str] | None = None) -> Features:
+    """The :class:`Features` of a parsed message (pure)."""
+    quoted_words = " ".join(_TOKEN.findall(message.quoted.lower())) if message.quoted else ""
+    calendar_parts = [a.data for a in message.attachments
+                      if is_calendar(a.content_type, a.filename)]
+    defects: list[str] = []
+    calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None
+    files = [a for a in message.attachments if not is_calendar(a.content_type, a.filename)
+             and len(a.data) >= MIN_ATTACHMENT_BYTES]
+    files.sort(key=lambda a: len(a.data), reverse=True)
+    sample, truncated = identifier_sample(
+        identifiers(message.text, message.subject) if names is None else names)
+    return Features(
+        sender=key64(message.sender),
+        sender_domain=key64(registrable_domain(message.sender)),
+        subject=key64(normal_subject(message.subject)),
+        thread=tuple(message_id_key64(i) for i in message.thread),
+        quoted=key64(quoted_words),
+        identifiers=sample,
+        identifiers_truncated=truncated,
+        calendar=calendar,
+        attachments=tuple(AttachmentSummary(xxhash.xxh3_64_intdigest(a.data), len(a.data),
+                                            a.filename or "") for a in files[:MAX_ATTACHMENTS]),
+        attachment_bytes=sum(len(a.data) for a in files),
+        text_bytes=message.text_length,
     )

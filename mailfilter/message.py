@@ -13,57 +13,20 @@ from __future__ import annotations
 
 import binascii
 import codecs
-import functools
 import quopri
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 import xxhash
 from selectolax.lexbor import LexborHTMLParser
 
+from mailfilter.boilerplate import split_boilerplate
+from mailfilter.quotes import has_attribution, split_reply
+
 # A body separator exactly as chisto finds it: the first two consecutive LF bytes.
 _CHISTO_SEPARATOR = b"\n\n"
 _MBOX_FROM = re.compile(rb"\AFrom [^\n]*\n")
-# Quoted lines; and "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, found by the
-# verb at the end of a line first (a literal scan), then checked on that one line.
-_QUOTED_LINE = re.compile(r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)", re.MULTILINE)
-_ATTRIBUTION_END = re.compile(
-    r"(?:wrote|writes|schrieb|a écrit|escribió)[ \t]*:[ \t]*$", re.MULTILINE | re.IGNORECASE)
-_ATTRIBUTION = re.compile(
-    r"[ \t]*(?:(?:on|am|le|el)\b.{0,200}?\b(?:wrote|writes|schrieb|a écrit|escribió)"
-    r"|.{0,120}?\b(?:wrote|writes))[ \t]*:[ \t]*", re.IGNORECASE)
-# Where a reply's new text ends (Outlook), where a forward's header block starts, a
-# signature, and the rule line above a list footer.
-_OUTLOOK_ORIGINAL = re.compile(r"^[ \t]*-{2,}[ \t]*original message[ \t]*-{2,}[ \t]*$",
-                               re.MULTILINE | re.IGNORECASE)
-_FORWARD_LINE = re.compile(
-    r"^[ \t]*(?:-{2,}[ \t]*forwarded message[ \t]*-{2,}|begin forwarded message:"
-    r"|-{2,}[ \t]*(?:weitergeleitete nachricht|message transféré)[ \t]*-{2,})[ \t]*$",
-    re.MULTILINE | re.IGNORECASE)
-_FORWARD_WORDS = re.compile(
-    r"forwarded message|weitergeleitete nachricht|message transféré", re.IGNORECASE)
-_PSEUDO_HEADER = re.compile(
-    r"[ \t]*(?:from|date|sent|subject|to|cc|bcc|reply-to|von|gesendet|datum|an|betreff|de"
-    r"|envoyé|à|objet)[ \t]*:", re.IGNORECASE)
-_LINE = re.compile(r"[^\n]*(?:\n|\Z)")
-# A signature separator line ``-- `` (or ``--``): searched for as "\n--", a literal prefix
-# that the regex engine finds fast; only the very first line needs the anchored pattern.
-_SIGNATURE_FIRST_LINE = re.compile(r"-- ?(?:\n|\Z)")
-_SIGNATURE_LINE = re.compile(r"\n-- ?(?:\n|\Z)")
-_RULE_LINE = re.compile(r"^[ \t]*[-=_~*]{10,}[ \t]*$", re.MULTILINE)
-_CASE_SENSITIVE = {pattern: re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
-                   for pattern in (_OUTLOOK_ORIGINAL, _FORWARD_WORDS, _ATTRIBUTION_END)}
-# Words (lower case) one of which every match of the pattern contains: ``in`` over the
-# lower-case copy rules most texts out far faster than running the pattern over them.
-_KEYWORDS = {
-    _OUTLOOK_ORIGINAL: ("original message",),
-    _FORWARD_WORDS: ("forwarded message", "weitergeleitete nachricht", "message transféré"),
-    _ATTRIBUTION_END: ("wrote", "writes", "schrieb", "a écrit", "escribió"),
-}
-_FOOTER_LINES = 15
-_FOOTER_MIN_WORDS_ABOVE = 12
 _WORD = re.compile(r"[^\W_]")
 _FORWARD_SUBJECT = re.compile(r"\s*(?:\[[^\]]*\]\s*)?(?:fwd?|fw|wg|tr)\s*:", re.IGNORECASE)
 _NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
@@ -74,6 +37,11 @@ _UNFOLD_TEXT = re.compile(r"\n[ \t]+")
 _HEADER_FIELD = re.compile(r"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$", re.MULTILINE)
 _HEADER_FIELD_MAX = 8192
 _HTML_DROP = "script, style, head, title, noscript, template"
+_BREAK_THEN_NEWLINE = re.compile(
+    r"(<br\b[^>]*>|</(?:p|div|li|tr|h[1-6]|blockquote|table)\s*>)[ \t]*\r?\n", re.IGNORECASE)
+_MESSAGE_IDS = re.compile(r"<[^<>\s]{1,250}>")
+_ADDRESS = re.compile(r"<([^<>\s]+@[^<>\s]+)>|([^\s<>\"(),;:]+@[^\s<>\"(),;:]+)")
+_ENCODED_WORD = "=?"
 _MAX_PARTS = 200
 _MAX_DEPTH = 20
 
@@ -95,10 +63,13 @@ class Message:
     date: str | None
     # The bytes after the first LF LF, exactly what chisto counts (empty if there is none).
     raw_body: bytes
-    # New text of the body: decoded, HTML reduced to text, quotes/signature/footer set aside.
+    # New text of the body: decoded, HTML reduced to text, quotes, signature, footer,
+    # disclaimers and banners set aside.
     text: str
-    # What was set aside: quoted lines and attribution lines (for containment reports).
+    # What was set aside of it: the quoted earlier message(s) alone...
     quoted: str = ""
+    # ... and disclaimers and banners (mailfilter/boilerplate.py).
+    boilerplate: str = ""
     attachments: tuple[Attachment, ...] = ()
     defects: tuple[str, ...] = field(default=())
     # Every header field as (lowercased name, unfolded value), bounded, for policy rules.
@@ -107,6 +78,18 @@ class Message:
     # WholeBodyDigest), so that two huge messages that differ past the cap are not exact
     # duplicates.  None when the whole body was read.
     whole_body: bytes | None = None
+    # The From address (lower case, no brackets), the Subject (encoded words decoded),
+    # and the ids of In-Reply-To and References (the thread it answers), for the rules
+    # that tell a message sent again from a new one that looks alike.
+    sender: str | None = None
+    subject: str = ""
+    thread: tuple[str, ...] = ()
+    # Characters of the whole decoded text, quotes and boilerplate included.
+    text_length: int = 0
+
+    @property
+    def is_forward(self) -> bool:
+        return bool(_FORWARD_SUBJECT.match(self.subject))
 
 
 class WholeBodyDigest:
@@ -205,6 +188,11 @@ def decode_text(data: bytes, charset: str | None, defects: list[str] | None = No
 def html_to_text(html: str) -> str:
     """Visible text of an HTML part (Lexbor), blockquotes marked as quoted lines."""
     try:
+        # A source line break right after <br> or a closing block tag would double the
+        # break inserted for the tag: every line of <br>-separated HTML would be followed
+        # by a blank one, and line-based rules (quotes, reply headers) would read it
+        # otherwise than the same text sent as plain text.
+        html = _BREAK_THEN_NEWLINE.sub(r"\1", html)
         tree = LexborHTMLParser(html)
         for node in tree.css(_HTML_DROP):
             node.decompose()
@@ -212,139 +200,16 @@ def html_to_text(html: str) -> str:
             inner = quote.text(separator="\n")
             quote.replace_with("\n" + "\n".join("> " + line for line in inner.splitlines())
                                + "\n")
-        for br in tree.css("br, p, div, tr, li, h1, h2, h3, h4, h5, h6"):
+        for rule in tree.css("hr"):        # Outlook's HTML reply separator, among others
+            rule.replace_with("\n" + "_" * 32 + "\n")
+        for br in tree.css("br, div, tr, li, h1, h2, h3, h4, h5, h6"):
             br.insert_after("\n")
+        for paragraph in tree.css("p"):
+            paragraph.insert_after("\n\n")
         root = tree.body or tree.root
         return root.text(separator="") if root is not None else ""
     except Exception:  # noqa: BLE001 - a broken document is text-less, not fatal
         return re.sub(r"<[^>]*>", " ", html)
-
-
-def _header_block_end(text: str, position: int) -> int:
-    """End of the ``From:/Sent:/To:/Subject:`` lines that follow a forward or Outlook
-    separator line starting at ``position`` (a blank line may come first)."""
-    for match in _LINE.finditer(text, position):
-        line = match.group(0)
-        if not line.strip():
-            if match.start() == position:
-                continue
-            return match.end()
-        if not _PSEUDO_HEADER.match(line):
-            return match.start()
-    return len(text)
-
-
-def _is_inline_reply(text: str, separator: re.Match[str], block_end: int) -> bool:
-    """Outlook Express style: nothing but blank or quoted lines above the separator, and
-    the quoted original (answered between its lines) right below its header block."""
-    above = text[:separator.start()]
-    if any(line.strip() and not line.lstrip().startswith(">") for line in above.split("\n")):
-        return False
-    return text[block_end:].lstrip("\n").lstrip().startswith(">")
-
-
-def _footer_start(text: str) -> int | None:
-    """Start of a list footer: the first rule line (10+ of ``-=_~*``) among the last 15
-    non-blank lines, when at least 12 words stay above it."""
-    tail_start = len(text)
-    seen = 0
-    while tail_start > 0 and seen < _FOOTER_LINES:
-        previous = text.rfind("\n", 0, tail_start - 1)
-        if text[previous + 1:tail_start].strip():
-            seen += 1
-        tail_start = previous + 1 if previous >= 0 else 0
-        if previous < 0:
-            break
-    rule = _RULE_LINE.search(text, tail_start)
-    if rule is None or len(text[:rule.start()].split(None, _FOOTER_MIN_WORDS_ABOVE)) \
-            < _FOOTER_MIN_WORDS_ABOVE:
-        return None
-    return rule.start()
-
-
-def _scan(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
-    """``pattern``'s matches in ``text``, found in its lower-case copy when lowering keeps
-    every offset: Python's ``re`` is many times slower with IGNORECASE on large texts."""
-    lowered = _lowered(text)
-    if not any(word in lowered for word in _KEYWORDS[pattern]):
-        return iter(())
-    if len(lowered) == len(text):
-        return _CASE_SENSITIVE[pattern].finditer(lowered)
-    return pattern.finditer(text)
-
-
-@functools.lru_cache(maxsize=4)
-def _lowered(text: str) -> str:
-    """One lower-case copy per text for the several scans of :func:`split_quotes`."""
-    return text.lower()
-
-
-def _signature_start(text: str) -> int | None:
-    """Where a ``-- `` signature line starts, or None."""
-    if _SIGNATURE_FIRST_LINE.match(text):
-        return 0
-    found = _SIGNATURE_LINE.search(text)
-    return None if found is None else found.start() + 1
-
-
-def _forward_lines(text: str) -> list[re.Match[str]]:
-    """Forward separator lines: found by their words first, then checked whole."""
-    found = []
-    for hit in _scan(_FORWARD_WORDS, text):
-        start = text.rfind("\n", 0, hit.start()) + 1
-        end = text.find("\n", hit.end())
-        line = _FORWARD_LINE.match(text, start, len(text) if end < 0 else end)
-        if line is not None and (not found or found[-1].start() != line.start()):
-            found.append(line)
-    return found
-
-
-def split_quotes(text: str, *, forward: bool = False) -> tuple[str, str]:
-    """(new text, set-aside text): quoted lines, attributions, signature and list footer.
-
-    Set aside: lines quoted with ``>``; attribution lines (``On … wrote:``); the header
-    block of a forward separator (the forwarded text itself is kept: a forward is a
-    near-duplicate); everything after an Outlook ``Original Message`` line (a top-posted
-    reply) — unless the message is a forward (``forward``, from the Subject) or an Outlook
-    Express inline reply, where only the separator and its header block go; everything
-    after a ``-- `` signature line; a list footer under a rule line near the end.
-    Regular expressions over the whole text do the work (no Python loop per line).
-    """
-    aside: list[str] = []
-    original = next(_scan(_OUTLOOK_ORIGINAL, text), None)
-    if original is not None:
-        block_end = _header_block_end(text, original.end() + 1)
-        if forward or _is_inline_reply(text, original, block_end):
-            aside.append(text[original.start():block_end])
-            text = text[:original.start()] + text[block_end:]
-        else:
-            aside.append(text[original.start():])
-            text = text[:original.start()]
-    for separator in reversed(_forward_lines(text)):
-        block_end = _header_block_end(text, separator.end() + 1)
-        aside.append(text[separator.start():block_end])
-        text = text[:separator.start()] + text[block_end:]
-    signature = _signature_start(text)
-    if signature is not None:
-        aside.append(text[signature:])
-        text = text[:signature]
-    footer = _footer_start(text)
-    if footer is not None:
-        aside.append(text[footer:])
-        text = text[:footer]
-    attributions = []
-    for match in _scan(_ATTRIBUTION_END, text):
-        start = text.rfind("\n", 0, match.start()) + 1
-        if match.end() - start < 250 and _ATTRIBUTION.fullmatch(text, start, match.end()):
-            end = match.end() + 1 if text.startswith("\n", match.end()) else match.end()
-            attributions.append((start, end))
-    for start, end in reversed(attributions):
-        aside.insert(0, text[start:end])
-        text = text[:start] + text[end:]
-    quoted = _QUOTED_LINE.findall(text) if ">" in text else []
-    if quoted:
-        text = _QUOTED_LINE.sub("", text)
-    return text, "".join(quoted) + "".join(aside)
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,13 +433,14 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     collector.walk(_Part(headers, body))
     defects.extend(collector.defects)
     full_text = "\n".join(collector.texts)
-    subject = headers.get("subject", "")
-    text, quoted = split_quotes(full_text, forward=bool(_FORWARD_SUBJECT.match(subject)))
-    if not _WORD.search(text) and _WORD.search(full_text) and \
-            next(_scan(_ATTRIBUTION_END, full_text), None) is None:
-        # All of it looked quoted (a forward quoted with ">", HTML inside <blockquote>),
+    subject = decode_header_text(headers.get("subject", ""))
+    reply = split_reply(full_text, forward=bool(_FORWARD_SUBJECT.match(subject)))
+    text, quoted = reply.text, reply.quoted
+    if not _WORD.search(text) and _WORD.search(full_text) and not has_attribution(full_text):
+        # All of it looked set aside (a forward quoted with ">", HTML inside <blockquote>),
         # yet nobody replied to anything: the whole text is the message.
         text, quoted = full_text, ""
+    text, boilerplate = split_boilerplate(text)
     if not _WORD.search(text) and collector.html_sources and not collector.attachments:
         # Text-less HTML (image-only spam): let its markup make the digest and chunks.
         collector.attachments.append(Attachment("text/html", None,
@@ -589,4 +455,49 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         defects=tuple(defects),
         headers=tuple(fields),
         whole_body=whole_body,
+        boilerplate=boilerplate,
+        sender=_address(decode_header_text(headers.get("from", ""))),
+        subject=subject,
+        thread=_thread(headers),
+        text_length=len(full_text),
     )
+
+
+def _thread(headers: dict[str, str]) -> tuple[str, ...]:
+    """Ids of the messages this one answers: the thread's root (first of References),
+    then the closest ones (In-Reply-To and the end of References), at most six."""
+    ids = _MESSAGE_IDS.findall(headers.get("references", ""))
+    ids += _MESSAGE_IDS.findall(headers.get("in-reply-to", ""))
+    if len(ids) > 6:
+        ids = ids[:1] + ids[-5:]
+    return tuple(dict.fromkeys(ids))
+
+
+def decode_header_text(value: str) -> str:
+    """A header value with RFC 2047 encoded words decoded (best effort, never raises); a
+    word in an unknown charset is read as Latin-1, as raw 8-bit header bytes are."""
+    if _ENCODED_WORD not in value:
+        return value
+    try:
+        from email.header import decode_header  # only for encoded values
+
+        pieces = []
+        for data, charset in decode_header(value):
+            if isinstance(data, str):
+                pieces.append(data)
+                continue
+            try:
+                pieces.append(data.decode(_known_charset(charset) or "latin-1"))
+            except UnicodeDecodeError:
+                pieces.append(data.decode("latin-1"))
+        return "".join(pieces)
+    except Exception:  # noqa: BLE001 - an undecodable word stays as it came
+        return value
+
+
+def _address(value: str) -> str | None:
+    """The first mail address of a From value, lower case, without brackets."""
+    found = _ADDRESS.search(value)
+    if found is None:
+        return value.strip().lower() or None
+    return (found.group(1) or found.group(2)).lower()

@@ -13,9 +13,9 @@ from mailfilter.message import (
     html_to_text,
     parse,
     raw_body,
-    split_quotes,
     whole_body_digest,
 )
+from mailfilter.quotes import split_quotes
 
 
 def test_plain_message_text_and_headers() -> None:

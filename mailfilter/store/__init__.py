@@ -77,12 +77,18 @@ class Record:
     last_seen: int = 0
     seen: int = 1
     doc_id: int = 0
+    # The detector's own data (mailfilter/features.py), opaque to the store: kept as it
+    # is, after the Message-ID, when the header's flags say so (records without it decode
+    # as before).
+    features: bytes = b""
 
     def encode(self) -> bytes:
         message_id = (self.message_id or "").encode("utf-8", "replace")[:_MESSAGE_ID_MAX]
         recipients = self.recipients[:_RECIPIENTS_MAX]
+        features = self.features[:_FEATURES_MAX]
         head = _HEADER.pack(
-            SCHEMA_VERSION, 0, self.first_seen, self.last_seen, self.seen, self.histogram,
+            SCHEMA_VERSION, _HAS_FEATURES if features else 0, self.first_seen, self.last_seen,
+            self.seen, self.histogram,
             self.histogram_sum, self.histogram_chars, self.shingle_count, self.word_count,
             self.digest, self.message_id_key or bytes(16), len(self.sketch), len(self.chunks),
             len(recipients), len(message_id))
@@ -91,13 +97,15 @@ class Record:
             parts.append(struct.pack(">QI", digest, length))
         parts.append(struct.pack(f">{len(recipients)}Q", *recipients))
         parts.append(message_id)
+        if features:
+            parts.append(len(features).to_bytes(2, "big") + features)
         return b"".join(parts)
 
     @classmethod
     def decode(cls, doc_id: int, data: bytes) -> Record:
         """The record encoded in ``data`` (positional construction and cached formats: a
         check decodes up to ``max_candidates`` records, so this is on its hot path)."""
-        (version, _flags, first_seen, last_seen, seen, histogram, histogram_sum,
+        (version, flags, first_seen, last_seen, seen, histogram, histogram_sum,
          histogram_chars, shingle_count, word_count, digest, msgid_key, n_sketch, n_chunks,
          n_recipients, n_message_id) = _HEADER.unpack_from(data, 0)
         if version != SCHEMA_VERSION:
@@ -117,12 +125,20 @@ class Record:
             offset += 8 * n_recipients
         message_id = str(data[offset:offset + n_message_id], "utf-8", "replace") \
             if n_message_id else None
+        offset += n_message_id
+        features = b""
+        if flags & _HAS_FEATURES:
+            size = int.from_bytes(data[offset:offset + 2], "big")
+            features = bytes(data[offset + 2:offset + 2 + size])
         return cls(histogram, histogram_sum, histogram_chars, sketch, shingle_count,
                    word_count, digest, None if msgid_key == _NO_KEY else msgid_key,
-                   message_id, chunks, recipients, first_seen, last_seen, seen, doc_id)
+                   message_id, chunks, recipients, first_seen, last_seen, seen, doc_id,
+                   features)
 
 
 _NO_KEY = bytes(16)
+_HAS_FEATURES = 1
+_FEATURES_MAX = 2048
 _CHUNK = struct.Struct(">QI")
 _SKETCHES: dict[int, struct.Struct] = {}
 _RECIPIENTS: dict[int, struct.Struct] = {}

@@ -1,0 +1,133 @@
+"""What the detector knows of a message beyond its text: who sent it, which thread it
+belongs to, what it quotes, its data (identifiers), its calendar event and its attachments.
+
+These decide whether two messages that *look* alike are one message twice or two messages
+(see mailfilter/rules.py).  A record keeps them as one small opaque field
+(``Record.features``, encoded here, ~60–300 bytes); the store never reads it.  Pure
+functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import xxhash
+
+FORMAT_VERSION = 1
+# Attachments smaller than this (signature logos, vCards) never decide anything.
+MIN_ATTACHMENT_BYTES = 1024
+MAX_ATTACHMENTS = 8
+MAX_THREAD_KEYS = 6
+_NAME_MAX = 80
+_HEAD = struct.Struct(">BBQQQQQIQQIB")
+_ATTACHMENT = struct.Struct(">QIB")
+
+
+def key64(text: str | bytes | None) -> int:
+    """64-bit key of a string (0 for nothing)."""
+    if not text:
+        return 0
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    return xxhash.xxh3_64_intdigest(data) or 1
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentSummary:
+    """One attachment worth naming: its digest, size and file name."""
+
+    digest: int          # xxh3-64 of its decoded bytes
+    size: int            # decoded bytes
+    name: str            # file name as sent ("" when it has none)
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarSummary:
+    """The iCalendar content of a message (see mailfilter/calendar.py)."""
+
+    key: int             # every event's identity, sequence, times and responses
+    uid: int             # key64 of the first event's UID
+    sequence: int        # the first event's SEQUENCE
+    method: str          # REQUEST, CANCEL, REPLY, …
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """Everything the pair rules compare besides text measures."""
+
+    sender: int = 0                  # key64 of the From address, lower case
+    sender_domain: int = 0           # key64 of its registrable domain
+    subject: int = 0                 # key64 of the subject without Re:/Fwd:/[tags]
+    thread: tuple[int, ...] = ()     # key64 of In-Reply-To and References ids
+    quoted: int = 0                  # key64 of the quoted text, folded (0: none)
+    identifiers: tuple[int, ...] = ()   # bottom-k identifier hashes (identifiers.py)
+    identifiers_truncated: bool = False
+    calendar: CalendarSummary | None = None
+    attachments: tuple[AttachmentSummary, ...] = ()
+    attachment_bytes: int = 0        # decoded bytes of all non-calendar attachments
+    text_bytes: int = 0              # bytes of the whole decoded text (quotes included)
+
+    @property
+    def attachment_share(self) -> float:
+        """Share of the message's decoded bytes that its attachments make up."""
+        total = self.attachment_bytes + self.text_bytes
+        return self.attachment_bytes / total if total else 0.0
+
+    def encode(self) -> bytes:
+        calendar = self.calendar
+        flags = (1 if self.identifiers_truncated else 0) | (2 if calendar else 0)
+        method = (calendar.method.encode("ascii", "replace")[:16] if calendar else b"")
+        parts = [
+            _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_domain, self.subject,
+                       self.quoted, calendar.key if calendar else 0,
+                       min(calendar.sequence, 0xFFFFFFFF) if calendar else 0,
+                       calendar.uid if calendar else 0, self.attachment_bytes,
+                       min(self.text_bytes, 0xFFFFFFFF), len(method)),
+            method,
+            struct.pack(f">B{min(len(self.thread), MAX_THREAD_KEYS)}Q",
+                        min(len(self.thread), MAX_THREAD_KEYS),
+                        *self.thread[:MAX_THREAD_KEYS]),
+            struct.pack(f">B{len(self.identifiers)}I", len(self.identifiers),
+                        *self.identifiers),
+            struct.pack(">B", min(len(self.attachments), MAX_ATTACHMENTS)),
+        ]
+        for attachment in self.attachments[:MAX_ATTACHMENTS]:
+            name = attachment.name.encode("utf-8", "replace")[:_NAME_MAX]
+            parts.append(_ATTACHMENT.pack(attachment.digest, min(attachment.size, 0xFFFFFFFF),
+                                          len(name)))
+            parts.append(name)
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Features:
+        """The features in ``data``; empty features for records made before they existed
+        (or of a format this version does not know)."""
+        if not data or data[0] != FORMAT_VERSION:
+            return EMPTY
+        (_version, flags, sender, sender_domain, subject, quoted, calendar_key, sequence, uid,
+         attachment_bytes, text_bytes, method_length) = _HEAD.unpack_from(data, 0)
+        offset = _HEAD.size
+        method = data[offset:offset + method_length].decode("ascii", "replace")
+        offset += method_length
+        count = data[offset]
+        thread = struct.unpack_from(f">{count}Q", data, offset + 1)
+        offset += 1 + 8 * count
+        count = data[offset]
+        identifiers = struct.unpack_from(f">{count}I", data, offset + 1)
+        offset += 1 + 4 * count
+        count = data[offset]
+        offset += 1
+        attachments = []
+        for _ in range(count):
+            digest, size, name_length = _ATTACHMENT.unpack_from(data, offset)
+            offset += _ATTACHMENT.size
+            name = data[offset:offset + name_length].decode("utf-8", "replace")
+            offset += name_length
+            attachments.append(AttachmentSummary(digest, size, name))
+        calendar = CalendarSummary(calendar_key, uid, sequence, method) if flags & 2 else None
+        return cls(sender, sender_domain, subject, thread, quoted, identifiers,
+                   bool(flags & 1), calendar, tuple(attachments), attachment_bytes,
+                   text_bytes)
+
+
+EMPTY = Features()

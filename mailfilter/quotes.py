@@ -1,0 +1,306 @@
+"""A message's own new text, apart from what it quotes, its signature and list footers.
+
+A reply that quotes an earlier message is not that message again, so everything a mail
+client adds of the earlier message is set aside before the text is fingerprinted:
+
+* lines quoted with ``>`` (and ``|>``), and the unquoted tails that re-wrapping broke off
+  a long quoted line;
+* attribution lines, one or two lines long: ``On Mon, 1 Dec 2026 at 10:00, Ann <…> wrote:``
+  (Gmail, Apple Mail, Thunderbird, iPhone), and their German, French and Spanish forms;
+* everything below a reply separator: Outlook's ``-----Original Message-----``, modern
+  Outlook's line of underscores over a ``From:/Sent:/To:/Subject:`` block, or that block
+  alone (Outlook Web, new Outlook, many phones) — unless the message is a forward, or an
+  inline reply, where only the separator and its header block go;
+* the header block of a forward separator (the forwarded text itself is kept: a forward is
+  a near-duplicate of what it forwards);
+* a ``-- `` signature, "Sent from my iPhone" lines, and a list footer under a rule line
+  (10+ of ``-=_~*#``) among the last lines.
+
+Regular expressions over the whole text do the work, each behind a literal test of a word
+it needs, so that most texts never run the slower patterns.  Pure functions.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+_QUOTED_LINE = re.compile(r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)", re.MULTILINE)
+# "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, found by the verb at the end
+# of a line first (a literal scan), then checked on that line (or that line and the one
+# above: Gmail wraps a long attribution).
+_ATTRIBUTION_END = re.compile(
+    r"(?:wrote|writes|schrieb|a écrit|escribió)[ \t]*:[ \t]*$", re.MULTILINE | re.IGNORECASE)
+_ATTRIBUTION = re.compile(
+    r"[ \t]*(?:(?:on|am|le|el)\b.{0,200}?\b(?:wrote|writes|schrieb|a écrit|escribió)"
+    r"|.{0,120}?\b(?:wrote|writes))[ \t]*:[ \t]*", re.IGNORECASE | re.DOTALL)
+_ATTRIBUTION_START = re.compile(r"[ \t]*(?:on|am|le|el)\b", re.IGNORECASE)
+_OUTLOOK_ORIGINAL = re.compile(r"^[ \t]*-{2,}[ \t]*original message[ \t]*-{2,}[ \t]*$",
+                               re.MULTILINE | re.IGNORECASE)
+_UNDERSCORE_LINE = re.compile(r"^[ \t]*_{10,}[ \t]*$", re.MULTILINE)
+_FORWARD_LINE = re.compile(
+    r"^[ \t]*(?:-{2,}[ \t]*forwarded message[ \t]*-{2,}|begin forwarded message:"
+    r"|-{2,}[ \t]*begin forwarded text"
+    r"|-{2,}[ \t]*(?:weitergeleitete nachricht|message transféré)[ \t]*-{2,})[ \t]*$",
+    re.MULTILINE | re.IGNORECASE)
+_FORWARD_WORDS = re.compile(
+    r"forwarded message|forwarded text|weitergeleitete nachricht|message transféré",
+    re.IGNORECASE)
+_PSEUDO_HEADER = re.compile(
+    r"[ \t]*\*?(?:from|date|sent|subject|to|cc|bcc|reply-to|importance|von|gesendet|datum"
+    r"|an|betreff|de|envoyé|à|objet|enviado|para|asunto)\*?[ \t]*:", re.IGNORECASE)
+# The first line of a reply header block (Outlook, Outlook Web, phones): "From: …".
+_BLOCK_FROM = re.compile(r"^[ \t]*\*?(?:from|von|de)\*?[ \t]*:[^\n]*\S", re.MULTILINE
+                         | re.IGNORECASE)
+_BLOCK_DATE = re.compile(r"[ \t]*\*?(?:sent|date|gesendet|datum|envoyé|enviado)\*?[ \t]*:",
+                         re.IGNORECASE)
+_LINE = re.compile(r"[^\n]*(?:\n|\Z)")
+_WORDS_ABOVE = re.compile(r"[^\W_]")
+# A signature separator line ``-- `` (or ``--``): searched for as "\n--", a literal prefix
+# that the regex engine finds fast; only the very first line needs the anchored pattern.
+_SIGNATURE_FIRST_LINE = re.compile(r"-- ?(?:\n|\Z)")
+_SIGNATURE_LINE = re.compile(r"\n-- ?(?:\n|\Z)")
+_MOBILE_SIGNATURE = re.compile(
+    r"^[ \t]*(?:sent from (?:my |the )?[\w .'-]{2,40}|get outlook for (?:ios|android)"
+    r"|sent from (?:outlook|mail|yahoo mail)(?: for [\w ]{2,20})?|von meinem [\w -]{2,30} "
+    r"gesendet|envoyé de mon [\w -]{2,30})[ \t.!]*$", re.MULTILINE | re.IGNORECASE)
+_RULE_LINE = re.compile(r"^[ \t]*[-=_~*#]{10,}[ \t]*$", re.MULTILINE)
+_CASE_SENSITIVE = {pattern: re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
+                   for pattern in (_OUTLOOK_ORIGINAL, _FORWARD_WORDS, _ATTRIBUTION_END,
+                                   _MOBILE_SIGNATURE, _BLOCK_FROM)}
+# Words (lower case) one of which every match of the pattern contains: ``in`` over the
+# lower-case copy rules most texts out far faster than running the pattern over them.
+_KEYWORDS = {
+    _OUTLOOK_ORIGINAL: ("original message",),
+    _FORWARD_WORDS: ("forwarded message", "forwarded text", "weitergeleitete nachricht",
+                     "message transféré"),
+    _ATTRIBUTION_END: ("wrote", "writes", "schrieb", "a écrit", "escribió"),
+    _MOBILE_SIGNATURE: ("sent from", "get outlook", "gesendet", "envoyé de"),
+    _BLOCK_FROM: ("from", "von", "de"),
+}
+_FOOTER_LINES = 15
+_FOOTER_MIN_WORDS_ABOVE = 12
+# A quoted line at least this long, followed at once by a short unquoted line and then by
+# another quoted line: the short line is the tail that re-wrapping broke off it.
+_WRAPPED_QUOTE_MIN = 50
+_WRAPPED_TAIL_MAX = 45
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A text split into what its author wrote and what was set aside."""
+
+    text: str          # the new text
+    aside: str         # everything set aside (quotes, attributions, signature, footer)
+    quoted: str        # of that, the quoted earlier message(s) alone
+
+
+def _scan(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """``pattern``'s matches in ``text``, found in its lower-case copy when lowering keeps
+    every offset: Python's ``re`` is many times slower with IGNORECASE on large texts."""
+    lowered = _lowered(text)
+    if not any(word in lowered for word in _KEYWORDS[pattern]):
+        return iter(())
+    if len(lowered) == len(text):
+        return _CASE_SENSITIVE[pattern].finditer(lowered)
+    return pattern.finditer(text)
+
+
+@functools.lru_cache(maxsize=4)
+def _lowered(text: str) -> str:
+    """One lower-case copy per text for the several scans of :func:`split_reply`."""
+    return text.lower()
+
+
+def _header_block_end(text: str, position: int) -> int:
+    """End of the ``From:/Sent:/To:/Subject:`` lines that start at ``position`` (a blank
+    line may come first; a field value may wrap onto an indented line)."""
+    begun = False
+    for match in _LINE.finditer(text, position):
+        line = match.group(0)
+        if not line.strip():
+            if not begun:
+                continue
+            return match.end()
+        begun = True
+        if not _PSEUDO_HEADER.match(line) and not (line[:1] in " \t" and
+                                                   match.start() > position):
+            return match.start()
+    return len(text)
+
+
+def _reply_block(text: str) -> tuple[int, int] | None:
+    """(start, end of header block) of the first reply header block below some new text:
+    a ``From:`` line with a ``Sent:``/``Date:`` line among the next three pseudo-header
+    lines — Outlook's (under a line of underscores, or alone), Outlook Web's, phones'.
+    A block with no words above it starts a pasted or forwarded message, not a reply."""
+    for found in _scan(_BLOCK_FROM, text):
+        start = text.rfind("\n", 0, found.start()) + 1
+        while start > 0:            # the block may begin with To:, Date: … above From:
+            above = text.rfind("\n", 0, start - 1) + 1
+            if not _PSEUDO_HEADER.match(text, above, start):
+                break
+            start = above
+        if not _WORDS_ABOVE.search(_FORWARD_LINE.sub("", text[:start])):
+            continue
+        end = _header_block_end(text, start)
+        block = text[start:end].split("\n")
+        fields = [line for line in block if _PSEUDO_HEADER.match(line)]
+        if len(fields) < 3 or not any(_BLOCK_DATE.match(line) for line in fields[:4]):
+            continue
+        rule = _UNDERSCORE_LINE.search(text, max(0, start - 200), start)
+        if rule is not None and not text[rule.end():start].strip():
+            start = rule.start()
+        return start, end
+    return None
+
+
+def _is_inline_reply(text: str, start: int, block_end: int) -> bool:
+    """Outlook Express style: nothing but blank or quoted lines above the separator, and
+    the quoted original (answered between its lines) right below its header block."""
+    above = text[:start]
+    if any(line.strip() and not line.lstrip().startswith(">") for line in above.split("\n")):
+        return False
+    return text[block_end:].lstrip("\n").lstrip().startswith(">")
+
+
+def _footer_start(text: str) -> int | None:
+    """Start of a list footer: the first rule line (10+ of ``-=_~*#``) among the last 15
+    non-blank lines, when at least 12 words stay above it."""
+    tail_start = len(text)
+    seen = 0
+    while tail_start > 0 and seen < _FOOTER_LINES:
+        previous = text.rfind("\n", 0, tail_start - 1)
+        if text[previous + 1:tail_start].strip():
+            seen += 1
+        tail_start = previous + 1 if previous >= 0 else 0
+        if previous < 0:
+            break
+    rule = _RULE_LINE.search(text, tail_start)
+    if rule is None or len(text[:rule.start()].split(None, _FOOTER_MIN_WORDS_ABOVE)) \
+            < _FOOTER_MIN_WORDS_ABOVE:
+        return None
+    return rule.start()
+
+
+def _signature_start(text: str) -> int | None:
+    """Where a ``-- `` signature line starts, or None."""
+    if _SIGNATURE_FIRST_LINE.match(text):
+        return 0
+    found = _SIGNATURE_LINE.search(text)
+    return None if found is None else found.start() + 1
+
+
+def _forward_lines(text: str) -> list[re.Match[str]]:
+    """Forward separator lines: found by their words first, then checked whole."""
+    found = []
+    for hit in _scan(_FORWARD_WORDS, text):
+        start = text.rfind("\n", 0, hit.start()) + 1
+        end = text.find("\n", hit.end())
+        line = _FORWARD_LINE.match(text, start, len(text) if end < 0 else end)
+        if line is not None and (not found or found[-1].start() != line.start()):
+            found.append(line)
+    return found
+
+
+def _reply_separator(text: str, forwards: list[re.Match[str]]) -> tuple[int, int] | None:
+    """(start, header block end) of the first reply separator, or None.  A header block
+    right under a forward separator line belongs to the forward, not to a reply."""
+    original = next(_scan(_OUTLOOK_ORIGINAL, text), None)
+    block = _reply_block(text)
+    if block is not None and any(not text[line.end():block[0]].strip() for line in forwards):
+        block = None
+    if original is not None and (block is None or original.start() <= block[0]):
+        return original.start(), _header_block_end(text, original.end() + 1)
+    return block
+
+
+def _attributions(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every attribution line (one line, or two when wrapped)."""
+    found = []
+    for match in _scan(_ATTRIBUTION_END, text):
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = match.end() + 1 if text.startswith("\n", match.end()) else match.end()
+        if match.end() - start < 250 and _ATTRIBUTION.fullmatch(text, start, match.end()):
+            found.append((start, end))
+            continue
+        above = text.rfind("\n", 0, max(0, start - 1)) + 1
+        if 0 < start and match.end() - above < 300 and _ATTRIBUTION_START.match(
+                text, above) and _ATTRIBUTION.fullmatch(text, above, match.end()):
+            found.append((above, end))
+    return found
+
+
+def _wrapped_quote_tails(text: str) -> str:
+    """Mark (with ``>``) short unquoted lines that re-wrapping broke off a long quoted line:
+    a quoted line, then at once a short unquoted one, then a quoted one again."""
+    lines = text.split("\n")
+    changed = False
+    for index in range(1, len(lines) - 1):
+        line = lines[index]
+        if (line.strip() and not line.lstrip().startswith(">")
+                and len(line) <= _WRAPPED_TAIL_MAX
+                and lines[index - 1].lstrip().startswith(">")
+                and len(lines[index - 1]) >= _WRAPPED_QUOTE_MIN
+                and lines[index + 1].lstrip().startswith(">")):
+            lines[index] = "> " + line
+            changed = True
+    return "\n".join(lines) if changed else text
+
+
+def split_reply(text: str, *, forward: bool = False) -> Reply:
+    """Split ``text`` into its new text and what was set aside (see the module docstring).
+
+    ``forward`` (from the Subject) keeps the text below an Outlook-style separator, which
+    is then the forwarded message rather than the one replied to.
+    """
+    aside: list[str] = []
+    below = ""                      # the original under a reply separator
+    separator = _reply_separator(text, _forward_lines(text))
+    if separator is not None:
+        start, block_end = separator
+        aside.append(text[start:block_end])
+        if forward or _is_inline_reply(text, start, block_end):
+            text = text[:start] + text[block_end:]
+        else:
+            below = text[block_end:]
+            text = text[:start]
+    for line in reversed(_forward_lines(text)):
+        block_end = _header_block_end(text, line.end() + 1)
+        aside.append(text[line.start():block_end])
+        text = text[:line.start()] + text[block_end:]
+    signature = _signature_start(text)
+    if signature is not None:
+        aside.append(text[signature:])
+        text = text[:signature]
+    for match in reversed(list(_scan(_MOBILE_SIGNATURE, text))):
+        aside.append(match.group(0))
+        text = text[:match.start()] + text[match.end():]
+    footer = _footer_start(text)
+    if footer is not None:
+        aside.append(text[footer:])
+        text = text[:footer]
+    for start, end in reversed(_attributions(text)):
+        aside.insert(0, text[start:end])
+        text = text[:start] + text[end:]
+    quoted_lines = ""
+    if ">" in text:
+        text = _wrapped_quote_tails(text)
+        lines = _QUOTED_LINE.findall(text)
+        if lines:
+            text = _QUOTED_LINE.sub("", text)
+            quoted_lines = "".join(lines)
+    return Reply(text, quoted_lines + "".join(aside) + below, quoted_lines + below)
+
+
+def has_attribution(text: str) -> bool:
+    """True when ``text`` has an ``… wrote:`` line: someone answered something in it."""
+    return next(_scan(_ATTRIBUTION_END, text), None) is not None
+
+
+def split_quotes(text: str, *, forward: bool = False) -> tuple[str, str]:
+    """(new text, set-aside text) of :func:`split_reply`."""
+    reply = split_reply(text, forward=forward)
+    return reply.text, reply.aside
