@@ -20,6 +20,7 @@ import quopri
 import random
 import struct
 import textwrap
+import unicodedata
 import uuid
 import zipfile
 import zlib
@@ -195,9 +196,9 @@ def _alnum(rng: random.Random, n: int, alphabet: str = "") -> str:
 
 
 def ascii_fold(text: str) -> str:
-    table = str.maketrans("éèêëáàâäãåíìîïóòôöõøúùûüçñłśżźšžÿýæœßÉÈÁÀÖØÜÇÑŁŚŻŹŠŽ",
-                          "eeeeaaaaaaiiiiooooooouuuucnlszzszyyaosEEAAOOUCNLSZZSZ")
-    folded = text.translate(table).replace("'", "").replace(" ", "")
+    text = text.replace("ø", "o").replace("Ø", "O").replace("ł", "l").replace("Ł", "L")
+    text = text.replace("ß", "ss").replace("æ", "ae").replace("'", "").replace(" ", "")
+    folded = unicodedata.normalize("NFKD", text)
     return folded.encode("ascii", "ignore").decode()
 
 
