@@ -110,7 +110,8 @@ def from_rendered(rng: random.Random, r: rt.Rendered, me: rm.Person, *, rcpt: st
                             else "us-ascii", cte="8bit" if not (r.plain or "").isascii() else None)
     envelope = r.envelope or r.sender.addr
     raw = compose(rng, sender=r.sender, to=[to or me], subject=r.subject, moment=moment,
-                  body=body, mid=mid or rm.message_id(rng, r.mid_style, r.sender.addr.split("@")[-1]),
+                  body=body,
+                  mid=mid or rm.message_id(rng, r.mid_style, r.sender.addr.split("@")[-1]),
                   rcpt=rcpt or me.addr, envelope=envelope, extra=r.headers, crlf=crlf)
     return raw, envelope
 
@@ -224,7 +225,8 @@ def _conf_block(m: Meeting, tenant: dict, me: rm.Person) -> str:
                 f"{tenant['vtc']}@t.plcm.vc\nVideo Conference ID: {c['vtc']}\nAlternate VTC "
                 "instructions<https://dialin.plcm.vc/teams/?key=" + tenant['vtc'] + "&conf="
                 + c['vtc'].replace(" ", "") + ">\nOr call in (audio only)\n"
-                f"{tenant['phone']},,{c['conf'].replace(' ', '')}<tel:{tenant['phone'].replace(' ', '').replace('-', '')},,"
+                f"{tenant['phone']},,{c['conf'].replace(' ', '')}<tel:"
+                f"{tenant['phone'].replace(' ', '').replace('-', '')},,"
                 f"{c['conf'].replace(' ', '')}>   {tenant['city']}\nPhone Conference ID: "
                 f"{c['conf']}\nFind a local number<https://dialin.teams.microsoft.com/"
                 f"{tenant['tid']}?id={c['conf'][:-1].replace(' ', '')}> | Reset PIN<https://"
@@ -383,7 +385,7 @@ def _invite(rng: random.Random, m: Meeting, me: rm.Person, tenant: dict, method:
                                             cal], rm.boundary(rng, "outlook"))
         mid = rm.message_id(rng, "outlook")
         cl = rm.CLIENTS["outlook"]
-    extra = [] if google else [("Thread-Topic", m.summary), ("X-MS-TNEF-Correlator", ""),
+    extra = [] if google else [("Thread-Topic", m.summary),
                                ("X-MS-Exchange-Organization-AuthAs", "Anonymous")]
     to = [m.organizer] if method == "REPLY" else m.attendees
     return compose(rng, sender=sender, to=to, subject=subject, moment=moment, body=body, mid=mid,
@@ -453,7 +455,8 @@ def calendar_invitations(ctx: Context, count: int) -> list[Case]:
         moment = base - dt.timedelta(days=rng.randint(1, 9))
         deliveries: list[Delivery] = []
 
-        def add(raw: bytes, sender: str, expect: str | None, note: str) -> None:
+        def add(raw: bytes, sender: str, expect: str | None, note: str,
+                deliveries: list[Delivery] = deliveries, me: rm.Person = me) -> None:
             deliveries.append(Delivery(raw, sender, [me.addr], expect, note))
 
         if kind == "different_meetings":
@@ -503,7 +506,8 @@ def calendar_invitations(ctx: Context, count: int) -> list[Case]:
 
 SHORT_NOTES = ("Thanks, see attached.", "Approved.", "Approved", "Please see attached.",
                "Looks good to me.", "Noted, thanks.", "Confirmed.", "Can we discuss tomorrow?",
-               "Call me when you have a minute.", "Agreed.", "Please proceed.", "Received, thank you.",
+               "Call me when you have a minute.", "Agreed.", "Please proceed.",
+               "Received, thank you.",
                "See below.", "FYI", "Signed copy attached.", "Happy to help.",
                "I'll get back to you on this.", "Please review and let me know.")
 DISCLAIMER_FORMATS = ("outlook", "owa", "gmail", "apple", "thunderbird", "outlook_ios")
@@ -551,8 +555,8 @@ def shared_disclaimer(ctx: Context, count: int) -> list[Case]:
             text = _own_text(rng, ctx)
             attach = []
             if "attached" in text[0].lower() or rng.random() < 0.1:
-                attach = [_small_pdf(rng, ctx, f"{rng.choice(('Invoice', 'Contract', 'Minutes', 'Quote', 'Report'))}"
-                                               f"_{rng.randint(1000, 9999)}.pdf")]
+                kind_of = rng.choice(("Invoice", "Contract", "Minutes", "Quote", "Report"))
+                attach = [_small_pdf(rng, ctx, f"{kind_of}_{rng.randint(1000, 9999)}.pdf")]
             paragraphs = clean([greeting(rng, me), *text])
             top = rm.banner_text(rng, mine.name, person.addr, banner_kind) \
                 if "banner" in layout else ""
@@ -802,7 +806,8 @@ def quoted_replies(ctx: Context, count: int) -> list[Case]:
                                       plain_new, original, rng)
             original = rm.Original(who, [me], moment, reply_subject(original.subject, layout),
                                    quoted, message_id=rm.message_id(rng, "gmail"),
-                                   references=(original.references + " " + original.message_id).strip())
+                                   references=(original.references + " "
+                                               + original.message_id).strip())
         cases.append(Case(name, i, layout, deliveries))
     return cases
 
@@ -919,7 +924,8 @@ def attachment_resend(ctx: Context, count: int) -> list[Case]:
                           mid=rm.message_id(rng, fmt, org.domain), rcpt=me.addr,
                           envelope=sender.addr, client=cl)
             deliveries.append(Delivery(raw, sender.addr, [me.addr], FLAG if k else None,
-                                       f"{fname} {len(data)} bytes, note {len(note.split())} words"))
+                                       f"{fname} {len(data)} bytes, "
+                                       f"note {len(note.split())} words"))
         cases.append(Case(name, i, f"{fmt}/{filename.rsplit('.', 1)[1]}", deliveries))
     return cases
 
@@ -938,7 +944,8 @@ SHORT_ASKS = ("Can you send me the Q3 numbers by Friday?", "Are we still on for 
               "Is the server back up?", "Did you get my voicemail?",
               "Can you cover my shift on Saturday?", "Please update the ticket {num}.")
 RESEND_LINES = ("Resending in case this got lost.", "Just bumping this up.", "Any update on this?",
-                "Following up on the below.", "Sorry, resending - not sure the first one went through.",
+                "Following up on the below.",
+                "Sorry, resending - not sure the first one went through.",
                 "Gentle reminder.", "Resending, see below.", "Re-sending with the right address.")
 
 
@@ -976,7 +983,7 @@ def short_resend(ctx: Context, count: int) -> list[Case]:
         original = rm.Original(sender, to, moment, subject,
                                rm.wrap([ask] + ([sig] if sig else []), cl.wrap), message_id=mid)
         how = ("unchanged", "added_line", "forward", "added_line")[i % 4]
-        for k in range(rng.choice((1, 1, 2))):
+        for _ in range(rng.choice((1, 1, 2))):
             moment += dt.timedelta(hours=rng.randint(1, 72))
             line = rng.choice(RESEND_LINES)
             if how == "unchanged":
@@ -1005,6 +1012,10 @@ LIST_STYLES = ("mailman2", "mailman3", "listserv", "google_groups", "ezmlm", "ya
                "sympa", "mailman_mime")
 
 
+YAHOO_SPONSORS = ("Free Web-based e-mail groups by eGroups.com", "Get 128 Bit SSL Encryption!",
+                  "Buy Ink Cartridges or Refill Kits for Your HP, Epson, Canon or Lexmark")
+
+
 def list_footer(style: str, lst: str, host: str, rng: random.Random, mid: str) -> str:
     if style in ("mailman2", "mailman_mime"):
         return (f"_______________________________________________\n{lst.capitalize()} mailing "
@@ -1027,7 +1038,7 @@ def list_footer(style: str, lst: str, host: str, rng: random.Random, mid: str) -
                 f"e-mail: {lst}-help@{host}\n")
     if style == "yahoo":
         return ("\n------------------------ Yahoo! Groups Sponsor ---------------------~-->\n"
-                f"{rng.choice(('Free Web-based e-mail groups by eGroups.com', 'Get 128 Bit SSL Encryption!', 'Buy Ink Cartridges or Refill Kits for Your HP, Epson, Canon or Lexmark'))}"
+                f"{rng.choice(YAHOO_SPONSORS)}"
                 f"\nhttp://us.click.yahoo.com/{rm._alnum(rng, 6)}/{rm._alnum(rng, 6)}/"
                 f"{rm._alnum(rng, 6)}/{rm._alnum(rng, 6)}/TM\n---------------------------------"
                 "------------------------------------~->\n\nTo unsubscribe from this group, send "
@@ -1284,7 +1295,8 @@ def resends_and_reencodings(ctx: Context, count: int) -> list[Case]:
             lead = rng.choice(("", "", "FYI", "For the record.", "Forwarding to myself to keep "
                                "this.\nPlease file under projects.", "See below."))
             if fstyle == "apple":
-                plain = (lead + "\n\n" if lead else "") + rm.quote_lines(block + "\n" + text.rstrip())
+                plain = (lead + "\n\n" if lead else "") + \
+                    rm.quote_lines(block + "\n" + text.rstrip())
             else:
                 plain = (lead + "\n\n" if lead else "") + block + "\n\n" + text
             body2 = rm.body_for(fcl, rng, plain + "\n", rm.html_body(fcl.name, clean(

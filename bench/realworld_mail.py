@@ -8,6 +8,8 @@ external-mail banners, tiny signature logos, attachments (PDF, DOCX, XLSX, ZIP b
 corpus text) and ``text/calendar`` parts (icalendar).
 """
 
+# ruff: noqa: E501  (template text: real URLs, header lines and markup kept whole)
+
 from __future__ import annotations
 
 import base64
@@ -340,8 +342,9 @@ def boundary(rng: random.Random, style: str) -> str:
 def wrap(paragraphs: list[str], width: int | None) -> str:
     if not width:
         return "\n\n".join(paragraphs)
-    return "\n\n".join(textwrap.fill(p, width, break_long_words=False, break_on_hyphens=False)
-                       for p in paragraphs)
+    return "\n\n".join("\n".join(textwrap.fill(line, width, break_long_words=False,
+                                             break_on_hyphens=False) if line else line
+                                 for line in p.split("\n")) for p in paragraphs)
 
 
 def quote_lines(text: str, prefix: str = "> ") -> str:
@@ -659,7 +662,7 @@ def reply_text(style: str, new_text: str, o: Original, rng: random.Random,
         else:
             plain = f"{new_block}{tag}\n\n> {attr}\n> \n{quote_lines(orig_plain)}\n"
             html_text = html_body("apple", [], top_html=f"<div>{new_html}</div>"
-                                  + (f"<div><br><div>Sent from my iPhone</div></div>"
+                                  + ("<div><br><div>Sent from my iPhone</div></div>"
                                      if tag else "")
                                   + f"<div><br><blockquote type=\"cite\"><div>"
                                   f"{html_escape(attr)}</div><br class=\"Apple-interchange-"
@@ -959,21 +962,7 @@ def ics(method: str, uid: str, sequence: int, summary: str, start: dt.datetime,
     cal.add("version", "2.0")
     cal.add("method", method)
     if windows_tz:
-        tz = icalendar.Timezone()
-        tz.add("tzid", tzid)
-        std = icalendar.TimezoneStandard()
-        std.add("dtstart", dt.datetime(1601, 1, 1, 2, 0, 0))
-        std.add("rrule", {"freq": "yearly", "bymonth": 11, "byday": "1SU"})
-        std.add("tzoffsetfrom", dt.timedelta(hours=-4))
-        std.add("tzoffsetto", dt.timedelta(hours=-5))
-        day = icalendar.TimezoneDaylight()
-        day.add("dtstart", dt.datetime(1601, 1, 1, 2, 0, 0))
-        day.add("rrule", {"freq": "yearly", "bymonth": 3, "byday": "2SU"})
-        day.add("tzoffsetfrom", dt.timedelta(hours=-5))
-        day.add("tzoffsetto", dt.timedelta(hours=-4))
-        tz.add_component(std)
-        tz.add_component(day)
-        cal.add_component(tz)
+        cal.add_component(_vtimezone(tzid, start))
     event = icalendar.Event()
     event.add("organizer", f"mailto:{organizer.addr}", parameters={"CN": organizer.name})
     for person, partstat in attendees:
@@ -1005,3 +994,33 @@ def ics(method: str, uid: str, sequence: int, summary: str, start: dt.datetime,
         event.add_component(alarm)
     cal.add_component(event)
     return cal.to_ical().decode("utf-8").replace("\r\n", "\n")
+
+
+def _vtimezone(tzid: str, moment: dt.datetime) -> object:
+    """A VTIMEZONE in Exchange's style (year 1601 rules) with the zone's real offsets."""
+    import icalendar
+
+    zone = moment.tzinfo
+    year = moment.year
+    winter = dt.datetime(year, 1, 15, tzinfo=zone).utcoffset() or dt.timedelta()
+    summer = dt.datetime(year, 7, 15, tzinfo=zone).utcoffset() or dt.timedelta()
+    tz = icalendar.Timezone()
+    tz.add("tzid", tzid)
+    standard, daylight = (winter, summer) if winter <= summer else (summer, winter)
+    north = winter <= summer
+    std = icalendar.TimezoneStandard()
+    std.add("dtstart", dt.datetime(1601, 1, 1, 0, 0, 0) if standard == daylight else
+            dt.datetime(1601, 1, 1, 2, 0, 0))
+    if standard != daylight:
+        std.add("rrule", {"freq": "yearly", "bymonth": 10 if north else 4, "byday": "-1SU"})
+    std.add("tzoffsetfrom", daylight)
+    std.add("tzoffsetto", standard)
+    tz.add_component(std)
+    if standard != daylight:
+        day = icalendar.TimezoneDaylight()
+        day.add("dtstart", dt.datetime(1601, 1, 1, 2, 0, 0))
+        day.add("rrule", {"freq": "yearly", "bymonth": 3 if north else 10, "byday": "-1SU"})
+        day.add("tzoffsetfrom", standard)
+        day.add("tzoffsetto", daylight)
+        tz.add_component(day)
+    return tz
