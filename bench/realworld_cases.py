@@ -170,7 +170,7 @@ MEETINGS = ("Weekly sync", "Project kickoff", "Quarterly business review", "Budg
 ROOMS = ("Conference Room 4B", "Boardroom (12th floor)", "Room 2.14 - Harbour", "Huddle Room 3",
          "Training Room A", "Meeting room Amsterdam", "Cafe area, ground floor")
 CAL_FORMATS = ("outlook_teams", "outlook_teams_new", "outlook_zoom", "outlook_room",
-               "google_meet", "google_zoom")
+               "google_meet", "google_zoom", "outlook_webex")
 CAL_KINDS = ("different_meetings", "update", "cancel", "replies", "update_then_cancel")
 
 
@@ -212,8 +212,41 @@ def _meet_conf(rng: random.Random) -> dict:
             "eid": rm._alnum(rng, 64)}
 
 
+def _webex_conf(rng: random.Random) -> dict:
+    n = f"2{rng.randint(10**9, 10**10 - 1)}"
+    return {"n": n, "id": f"{n[:4]} {n[4:7]} {n[7:]}", "pass": rm._alnum(rng, 11),
+            "mtid": rm._hex(rng, 32), "site": rng.choice(("acme", "corp", "meetings", "eu"))}
+
+
+def linkify(escaped: str) -> str:
+    """Outlook's plain ``Text<https://...>`` links back to anchors in the HTML part."""
+    def anchor(match: re.Match[str]) -> str:
+        text = match.group(1)
+        stripped = text.lstrip()
+        return f"{text[:len(text) - len(stripped)]}<a href=\"{match.group(2)}\">{stripped}</a>"
+    return re.sub(r"([^\n<>;|]+?)&lt;((?:https?|tel):[^\s&]*(?:&amp;[^\s&]*)*)&gt;", anchor,
+                  escaped)
+
+
 def _conf_block(m: Meeting, tenant: dict, me: rm.Person) -> str:
     c = m.conf
+    if m.platform == "webex":
+        site = c["site"]
+        return ("-- Do not delete or change any of the following text. --\n\nWhen it's time, "
+                f"join the Webex meeting here.\n\nMeeting number (access code): {c['id']}\n"
+                f"Meeting password: {c['pass']}\n\nJoin meeting<https://{site}.webex.com/{site}/"
+                f"j.php?MTID=m{c['mtid']}>\n\nTap to join from a mobile device (attendees "
+                f"only)\n+1-408-525-6800,,{c['n']}## United States Toll\n+1-866-432-9903,,"
+                f"{c['n']}## United States Toll Free\n\nJoin by phone\n+1-408-525-6800 United "
+                f"States Toll\n+1-866-432-9903 United States Toll Free\nGlobal call-in numbers<"
+                f"https://{site}.webex.com/{site}/globalcallin.php?MTID=m{c['mtid'][::-1]}>  |  "
+                f"Toll-free calling restrictions<https://www.webex.com/pdf/tollfree_restrictions"
+                f".pdf>\n\nJoin from a video system or application\nDial {c['n']}@{site}.webex."
+                f"com\nYou can also dial 173.243.2.68 and enter your meeting number.\n\nJoin "
+                f"using Microsoft Lync or Microsoft Skype for Business\nDial {c['n']}.{site}@lync"
+                f".webex.com\n\nIf you are a host, click here<https://{site}.webex.com/{site}/j."
+                f"php?MTID=m{c['mtid'][3:] + c['mtid'][:3]}> to view host information.\n\nNeed "
+                "help? Go to https://help.webex.com\n")
     if m.platform == "teams":
         return ("_" * 80 + "\nMicrosoft Teams meeting\nJoin on your computer, mobile app or room "
                 "device\nClick here to join the meeting<https://teams.microsoft.com/l/meetup-join/"
@@ -368,7 +401,7 @@ def _invite(rng: random.Random, m: Meeting, me: rm.Person, tenant: dict, method:
                        rng.choice(("base64", "quoted-printable", "7bit")),
                        extra=f"; method={method}")
     if google:
-        html = rm.html_body("gmail", paragraphs)
+        html = linkify(rm.html_body("gmail", paragraphs))
         alt = rm.multipart("alternative", [rm.text_part(plain, charset="UTF-8"),
                                            rm.text_part(html, "html", charset="UTF-8",
                                                         cte="quoted-printable"), cal],
@@ -379,7 +412,7 @@ def _invite(rng: random.Random, m: Meeting, me: rm.Person, tenant: dict, method:
         mid = rm.message_id(rng, "gmail")
         cl = None
     else:
-        html = rm.html_body("outlook", paragraphs)
+        html = linkify(rm.html_body("outlook", paragraphs))
         body = rm.multipart("alternative", [rm.text_part(plain, cte="quoted-printable"),
                                             rm.text_part(html, "html", cte="quoted-printable"),
                                             cal], rm.boundary(rng, "outlook"))
@@ -413,9 +446,9 @@ def _meeting(rng: random.Random, ctx: Context, fmt: str, organizer: rm.Person,
     system = "google" if fmt.startswith("google") else "outlook"
     platform = {"outlook_teams": "teams", "outlook_teams_new": "teams_new",
                 "outlook_zoom": "zoom", "outlook_room": "room", "google_meet": "meet",
-                "google_zoom": "zoom"}[fmt]
+                "google_zoom": "zoom", "outlook_webex": "webex"}[fmt]
     conf = {"teams": _teams_conf, "teams_new": _teams_conf, "zoom": _zoom_conf,
-            "meet": _meet_conf, "room": lambda r: {}}[platform](rng)
+            "meet": _meet_conf, "webex": _webex_conf, "room": lambda r: {}}[platform](rng)
     summary = rng.choice((rng.choice(MEETINGS), f"{rng.choice(MEETINGS)}: {ctx.pool.subject(rng)}",
                           ctx.pool.subject(rng), f"{organizer.first} / {attendees[0].first}"))
     if summary == "Interview":
@@ -433,7 +466,9 @@ def _meeting(rng: random.Random, ctx: Context, fmt: str, organizer: rm.Person,
     end = start + dt.timedelta(minutes=rng.choice((15, 25, 30, 30, 45, 60, 60, 90)))
     location = {"teams": "Microsoft Teams Meeting", "teams_new": "Microsoft Teams Meeting",
                 "zoom": f"https://{conf.get('host', 'zoom')}.zoom.us/j/{conf.get('n', '')}",
-                "meet": "", "room": rng.choice(ROOMS)}[platform]
+                "meet": "", "room": rng.choice(ROOMS),
+                "webex": f"https://{conf.get('site', '')}.webex.com/meet/"
+                         f"{organizer.addr.split('@')[0]}"}[platform]
     return Meeting(_uid(rng, system), summary, start, end, organizer, attendees, description,
                    platform, system, location, conf)
 
@@ -549,10 +584,14 @@ def shared_disclaimer(ctx: Context, count: int) -> list[Case]:
         sig_style = rng.choice((1, 2, 2, 3))
         moment = rm.when(rng)
         deliveries = []
+        said: set[str] = set()
         for k in range(rng.randint(2, 5)):
             person = rng.choice(senders)
             moment += dt.timedelta(minutes=rng.randint(3, 3000))
             text = _own_text(rng, ctx)
+            while " ".join(text) in said:      # different messages: different own text
+                text = _own_text(rng, ctx)
+            said.add(" ".join(text))
             attach = []
             if "attached" in text[0].lower() or rng.random() < 0.1:
                 kind_of = rng.choice(("Invoice", "Contract", "Minutes", "Quote", "Report"))
@@ -635,13 +674,16 @@ def _reply_message(rng: random.Random, ctx: Context, style: str, person: rm.Pers
                    me: rm.Person, new_paragraphs: list[str], original: rm.Original | None,
                    *, sig: str = "", moment: dt.datetime, rcpt: str | None = None,
                    org: rm.Org | None = None, logo: bytes = b"",
-                   to: Sequence[rm.Person] | None = None) -> bytes:
+                   to: Sequence[rm.Person] | None = None,
+                   thread: tuple[str, str] | None = None) -> bytes:
     cl = _client_of(style)
     new_text = "\n\n".join(new_paragraphs)
     if original is None:
         body = personal_body(rng, cl, new_paragraphs, sig=sig, logo=logo)
-        subject = reply_subject(ctx.pool.subject(rng), style)
-        irt = refs = None
+        # a reply that quotes nothing still names its thread (subject, In-Reply-To)
+        thread_subject, irt = thread or (ctx.pool.subject(rng), None)
+        subject = reply_subject(thread_subject, style)
+        refs = irt
     else:
         plain, html_text = rm.reply_text(style, new_text, original, rng, sig)
         if cl.wrap:
@@ -689,6 +731,7 @@ def short_replies(ctx: Context, count: int) -> list[Case]:
         people = [rm.make_person(rng, rng.choice((org.domain, rm.make_org(rng).domain, None)))
                   for _ in range(5)]
         deliveries = []
+        subjects: set[str] = set()
         for k in range(rng.randint(2, 5)):
             if rng.random() < 0.4:
                 text = rng.choice(SHORT_REPLIES)   # else the very same words again
@@ -698,6 +741,14 @@ def short_replies(ctx: Context, count: int) -> list[Case]:
             quoted = layout == "quoted" or (layout == "mixed" and rng.random() < 0.5)
             original = _original_for(rng, ctx, person, moment - dt.timedelta(
                 hours=rng.randint(1, 72)), sender=me) if quoted else None
+            subject = ctx.pool.subject(rng)
+            while subject in subjects:
+                subject = ctx.pool.subject(rng)
+            subjects.add(subject)
+            if original is not None:
+                original.subject = subject
+            thread = (subject, rm.message_id(rng, rng.choice(("gmail", "outlook", "apple")),
+                                             me.addr.split("@")[1]))
             sig = ""
             if layout == "signature":
                 sig = rm.signature(person, org if person.addr.endswith(org.domain) else None,
@@ -707,7 +758,7 @@ def short_replies(ctx: Context, count: int) -> list[Case]:
             raw = _reply_message(rng, ctx, style, person, me, [text], original, sig=sig,
                                  moment=moment, org=org,
                                  logo=org.logo if person.addr.endswith(org.domain) and
-                                 rng.random() < 0.3 else b"")
+                                 rng.random() < 0.3 else b"", thread=thread)
             deliveries.append(Delivery(raw, person.addr, [me.addr], UNIQUE if k else None,
                                        f"{person.name}: {text!r} ({style})"))
         cases.append(Case(name, i, layout, deliveries))
