@@ -188,6 +188,7 @@ class Meeting:
     location: str
     conf: dict
     sequence: int = 0
+    when_block: bool = False     # Exchange's "When:/Where:" lines above the body
 
 
 def _teams_conf(rng: random.Random) -> dict:
@@ -389,7 +390,7 @@ def _invite(rng: random.Random, m: Meeting, me: rm.Person, tenant: dict, method:
         else:
             subject = m.summary
             when_block = f"When: {_outlook_when(m)}\nWhere: {m.location}\n\n" \
-                if rng.random() < 0.5 or m.platform == "room" else ""
+                if m.when_block or m.platform == "room" else ""
             plain = when_block + (rm.wrap(m.description, None) + "\n\n" if m.description else "") \
                 + _conf_block(m, tenant, rcpt) + "\n"
     ics = rm.ics(method, m.uid, m.sequence, m.summary, m.start, m.end, m.organizer, attendees,
@@ -470,7 +471,7 @@ def _meeting(rng: random.Random, ctx: Context, fmt: str, organizer: rm.Person,
                 "webex": f"https://{conf.get('site', '')}.webex.com/meet/"
                          f"{organizer.addr.split('@')[0]}"}[platform]
     return Meeting(_uid(rng, system), summary, start, end, organizer, attendees, description,
-                   platform, system, location, conf)
+                   platform, system, location, conf, when_block=rng.random() < 0.5)
 
 
 def calendar_invitations(ctx: Context, count: int) -> list[Case]:
