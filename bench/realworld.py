@@ -18,7 +18,8 @@ must stay unique (every judged message):
                               higher SEQUENCE, new time), cancellations, attendee replies
   shared_disclaimer           different notes (from "Approved." to several paragraphs) of one
                               organisation's people, sharing a long disclaimer and/or an
-                              external-mail banner, some with the same tiny signature logo
+                              external-mail banner, some with the same tiny signature logo,
+                              some replies quoting the owner's earlier message
   transactional               one template, other data: reset links and codes, one-time codes,
                               sign-in alerts, orders, shipping and carrier notices, GitHub
                               Actions/GitLab/Jenkins failures, Nagios/Alertmanager/Zabbix

@@ -602,20 +602,51 @@ def shared_disclaimer(ctx: Context, count: int) -> list[Case]:
                 if "banner" in layout else ""
             tail = disclaimer if "disclaimer" in layout else ""
             sig = rm.signature(person, org, rng, sig_style)
-            body = personal_body(rng, cl, paragraphs, sig=sig, top=top, tail=tail,
-                                 logo=org.logo if logo else b"", attachments=attach)
             subject = ctx.pool.subject(rng)
-            if rng.random() < 0.4:
+            irt = None
+            if not attach and rng.random() < 0.3:
+                # a reply in a thread: the quoted message is one the mailbox owner wrote
+                earlier = moment - dt.timedelta(hours=rng.randint(1, 50))
+                asked = clean([greeting(rng, person), *ctx.pool.prose(rng, rng.choice((1, 2))),
+                               me.first])
+                quoted = rm.Original(me, [person], earlier, subject, rm.wrap(asked, cl.wrap),
+                                     message_id=rm.message_id(rng, "outlook",
+                                                              me.addr.split("@")[1]))
+                plain, html_text = rm.reply_text(fmt, "\n\n".join(paragraphs), quoted, rng, sig)
+                plain = (f"{top}\n\n" if top else "") + plain + (f"\n{tail}\n" if tail else "")
+                if html_text is not None:
+                    html_text = _around_html(html_text, rm.banner_html(top) if top else "",
+                                             f"<p style=\"font-size:8pt;color:gray\">"
+                                             f"{rm.html_escape(tail)}</p>" if tail else "")
+                body = rm.body_for(cl, rng, plain, html_text)
                 subject = reply_subject(subject, fmt)
+                irt = quoted.message_id
+            else:
+                body = personal_body(rng, cl, paragraphs, sig=sig, top=top, tail=tail,
+                                     logo=org.logo if logo else b"", attachments=attach)
+                if rng.random() < 0.3:
+                    subject = reply_subject(subject, fmt)
             if top and rng.random() < 0.4:
                 subject = f"[EXTERNAL] {subject}"
             raw = compose(rng, sender=person, to=[me], subject=subject, moment=moment, body=body,
                           mid=rm.message_id(rng, fmt, org.domain), rcpt=me.addr,
-                          envelope=person.addr, client=cl)
+                          envelope=person.addr, client=cl, in_reply_to=irt, references=irt)
             deliveries.append(Delivery(raw, person.addr, [me.addr], UNIQUE if k else None,
-                                       f"{person.name}: {len(' '.join(text).split())} words"))
+                                       f"{person.name}: {len(' '.join(text).split())} words"
+                                       + (" (reply)" if irt else "")))
         cases.append(Case(name, i, f"{fmt}/{layout}", deliveries))
     return cases
+
+
+def _around_html(document: str, top: str, tail: str) -> str:
+    """Banner after <body>, disclaimer before </body> (as transport rules insert them)."""
+    match = re.search(r"<body[^>]*>", document)
+    if match:
+        document = document[:match.end()] + top + document[match.end():]
+    else:
+        document = top + document
+    at = document.rfind("</body>")
+    return document[:at] + tail + document[at:] if at >= 0 else document + tail
 
 
 # -- 3. transactional ----------------------------------------------------------------------
