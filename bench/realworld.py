@@ -469,16 +469,21 @@ def write_cases(folder: Path, category: rc.Category, built: list[rc.Case]) -> No
 
 
 def code_state() -> str:
-    """The commit measured, and whether mailfilter/ had uncommitted changes."""
+    """The commit of the mailfilter package measured (the one imported), and whether its
+    mailfilter/ had uncommitted changes."""
+    import mailfilter
+
+    root = Path(mailfilter.__file__).resolve().parent.parent
     try:
-        head = subprocess.run(["git", "-C", str(BENCH.parent), "rev-parse", "--short", "HEAD"],
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(BENCH.parent), "status", "--porcelain",
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
                                 "mailfilter"], capture_output=True, text=True,
                                check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" + uncommitted changes in mailfilter/" if dirty else "")
+        return f"mailfilter from {root} (not a git checkout)"
+    where = "" if root == BENCH.parent else f" (mailfilter from {root})"
+    return head + (" + uncommitted changes in mailfilter/" if dirty else "") + where
 
 
 # -- output --------------------------------------------------------------------------------
