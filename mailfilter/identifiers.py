@@ -20,49 +20,84 @@ from collections.abc import Iterable
 
 import xxhash
 
-# Set aside before tokens are read: URLs (with or without a scheme), mail addresses, and
-# bracketed list tags and reply prefixes of a subject.
-_URL = re.compile(r"(?:\b[a-z][a-z0-9+.-]{1,15}://|\bwww\.)[^\s<>\"')\]]*", re.IGNORECASE)
-_ADDRESS = re.compile(r"[^\s<>\"'(),;:]+@[^\s<>\"'(),;:]+")
+# Set aside before words are read: words that are URLs (with or without a scheme) or mail
+# addresses, and the bracketed list tags and reply prefixes of a subject.
 _SUBJECT_TAGS = re.compile(r"\[[^\]]{0,40}\]|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:",
                            re.IGNORECASE)
 # Host names: labels ending in a top-level domain that networks really use (a dotted pair
-# of words in running text — "end.Start", "file.tcl" — is a typo, not a host).
-_HOST = re.compile(
-    r"\b[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)*"
-    r"\.(?:com|org|net|edu|gov|mil|int|io|co|uk|de|fr|nl|be|ch|at|it|es|se|no|dk|fi|ie|pl"
-    r"|cz|eu|us|ca|au|nz|jp|cn|in|br|ru|info|biz|dev|app|cloud|local|lan|internal|intra"
-    r"|corp|home|example|test|localdomain)\b", re.IGNORECASE)
-# Numbers, with the punctuation data uses inside them (1.2.3, 10:30, 1,234.50), wherever
-# they stand: "web03" gives 03, "INV-2026-0042" gives 2026 and 0042.  Letters glued to a
-# number do not count (an edit that drops a space must not make new data), except in
-# commit ids and hashes: hexadecimal words of 7+ characters with a digit and a letter.
-_NUMBER = re.compile(r"\d+(?:[.:,]\d+)*")
-_HEX_ID = re.compile(r"(?<![^\W_])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}(?![^\W_])",
-                     re.IGNORECASE)
+# of words in running text — "end.Start", "file.tcl" — is a typo, not a host).  Searched
+# for only where such an ending occurs (a literal scan).
+_TLDS = ("com|org|net|edu|gov|mil|int|io|co|uk|de|fr|nl|be|ch|at|it|es|se|no|dk|fi|ie|pl|cz"
+         "|eu|us|ca|au|nz|jp|cn|in|br|ru|info|biz|dev|app|cloud|local|lan|internal|intra|corp"
+         "|home|example|test|localdomain")
+_TLD_END = r"(?![\w-]|\.[\w-])"    # the name ends there (no further label)
+_TLD_HINT = re.compile(rf"\.(?:{_TLDS}){_TLD_END}", re.IGNORECASE)
+_HOST = re.compile(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLDS}){_TLD_END}",
+                   re.IGNORECASE)
+# Words are read as the shingles read them (runs of letters and digits).  A word of digits
+# is a number; a hexadecimal word of 7+ characters with a digit and a letter is a commit
+# id or a hash; any other word counts by its digit runs only ("web03" is 03, "INV-0042" is
+# 0042, "24want" is 24), so that an edit that drops a space makes no new data.
+_WORDS = re.compile(r"[^\W_]+")
+_DIGITS = re.compile(r"\d+")
+_HEX = frozenset("0123456789abcdef")
 _DIGIT = re.compile(r"\d")
+# ASCII letters map to lower case, digits to themselves, everything else to a space.
+_ASCII_WORDS = bytes(
+    (byte | 0x20) if chr(byte).isascii() and chr(byte).isalpha() else
+    byte if chr(byte).isdigit() and byte < 128 else 0x20 for byte in range(256))
 # Identifiers kept per message (the smallest hashes: a bottom-k sample of longer lists).
 MAX_IDENTIFIERS = 48
+
+
+def _take_hosts(source: str, found: dict[str, None]) -> str:
+    """Add the host names of ``source`` to ``found``; ``source`` without them.  Each place
+    where a top-level domain ends a word is looked at, not every position of the text."""
+    spans = []
+    for hint in _TLD_HINT.finditer(source):
+        start = max(source.rfind(" ", 0, hint.start()), source.rfind("\n", 0, hint.start()),
+                    source.rfind("\t", 0, hint.start())) + 1
+        host = _HOST.search(source, start, hint.end())
+        if host is not None and host.end() == hint.end():
+            found.setdefault(host.group(0).lower(), None)
+            spans.append((host.start(), host.end()))
+    if not spans:
+        return source
+    pieces, last = [], 0
+    for start, end in spans:
+        pieces.append(source[last:start])
+        last = end
+    pieces.append(source[last:])
+    return " ".join(pieces)
+
+
+def _words_with_digits(text: str) -> list[str]:
+    """The words of ``text`` that hold a digit, lower case, in order."""
+    if text.isascii():
+        return [word.decode("ascii") for word in
+                text.encode("ascii").translate(_ASCII_WORDS).split() if not word.isalpha()]
+    return [word.lower() for word in _WORDS.findall(text) if not word.isalpha()]
 
 
 def identifiers(text: str, subject: str = "") -> list[str]:
     """The identifiers of ``text`` and of the subject (tags and Re:/Fwd: removed), lower
     case, in order of appearance, each once."""
     found: dict[str, None] = {}
-    for source in (_SUBJECT_TAGS.sub(" ", subject), text):
-        if not _DIGIT.search(source) and "." not in source:
+    for source in (_SUBJECT_TAGS.sub(" ", subject) if subject else "", text):
+        if not source:
             continue
-        if "@" in source or "://" in source or "www." in source.lower():
-            source = _ADDRESS.sub(" ", _URL.sub(" ", source))
+        if "@" in source or "://" in source or "www." in source or "WWW." in source:
+            source = " ".join(word for word in source.split() if "@" not in word
+                              and "://" not in word and "www." not in word.lower())
         if "." in source:
-            for host in _HOST.findall(source):
-                found.setdefault(host.lower(), None)
-            source = _HOST.sub(" ", source)
-        for hexadecimal in _HEX_ID.findall(source):
-            found.setdefault(hexadecimal.lower(), None)
-        source = _HEX_ID.sub(" ", source)
-        for number in _NUMBER.findall(source):
-            found.setdefault(number, None)
+            source = _take_hosts(source, found)
+        for word in _words_with_digits(source):
+            if word.isdigit() or (len(word) >= 7 and _HEX.issuperset(word)
+                                  and not word.isdigit()):
+                found.setdefault(word, None)
+            else:
+                for digits in _DIGITS.findall(word):
+                    found.setdefault(digits, None)
     return list(found)
 
 

@@ -22,6 +22,7 @@ import xxhash
 from selectolax.lexbor import LexborHTMLParser
 
 from mailfilter.boilerplate import split_boilerplate
+from mailfilter.invitations import CALENDAR_TYPES
 from mailfilter.quotes import has_attribution, split_reply
 
 # A body separator exactly as chisto finds it: the first two consecutive LF bytes.
@@ -366,8 +367,16 @@ class _Collector:
             self.attachments.append(Attachment(content_type, filename, data))
 
     def _alternative(self, children: list[_Part], depth: int, default: str) -> None:
-        """Prefer text/plain (if it has words), else the richest other choice."""
+        """Prefer text/plain (if it has words), else the richest other choice.  An
+        iCalendar alternative (how Outlook and Google send invitations) is kept as well,
+        as an attachment: it says which event the text is about."""
         types = [child.media_type(default)[0] for child in children]
+        for child, media in zip(children, types, strict=True):
+            if media in CALENDAR_TYPES:
+                self.walk(child, depth + 1, default)
+        children = [c for c, media in zip(children, types, strict=True)
+                    if media not in CALENDAR_TYPES]
+        types = [media for media in types if media not in CALENDAR_TYPES]
         for child, media in zip(children, types, strict=True):
             if media != "text/plain":
                 continue
