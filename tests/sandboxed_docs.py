@@ -232,10 +232,15 @@ def entry(master_cf: str, service: str) -> list[str]:
 def test_readme_install_and_scan() -> None:
     for stale in ("/root/.local/state/dupfilter", "/root/.config/dupfilter"):
         shutil.rmtree(stale, ignore_errors=True)
-    done = sh(block("system", "readme-install").text)
+    text = block("system", "readme-install").text
+    done = sh(text)
     assert "Successfully installed dupfilter" in done.stdout
     assert "7 messages: 3 unique, 2 duplicate, 2 near-duplicate" in done.stdout
-    assert Path("/root/.local/state/dupfilter/data.mdb").is_file()   # the default store
+    # A throw-away store: root's own store is not created, and the sample scans the same
+    # again (issue 14: a second run said all seven were duplicates).
+    assert not Path("/root/.local/state/dupfilter").exists()
+    again = sh(text.split("&&", 1)[1])
+    assert "7 messages: 3 unique, 2 duplicate, 2 near-duplicate" in again.stdout
     where = sh("python3 -c 'import mailfilter; print(mailfilter.__file__)'", cwd=Path("/"))
     assert "site-packages" in where.stdout             # installed, not the editable checkout
     if SCRIPTS != Path("/usr/local/bin"):

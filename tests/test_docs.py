@@ -85,6 +85,28 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     assert set(re.split(r",\s*", named.replace("\n", " ").strip())) == packages
 
 
+def test_readme_first_command_leaves_the_users_store_alone(tmp_path: Path) -> None:
+    """README's first command, after the install: the same verdicts each time, and no
+    store of the user's (issue 14 item 4: on db08d02 it recorded the sample into
+    ~/.local/state/dupfilter and a second run called all seven duplicates).
+    tests/sandboxed_docs.py runs the whole line, install included, as written."""
+    install, scan = block("system", "readme-install").text.split("&&", 1)
+    assert install.strip() == "python3 -m pip install ."
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    outputs = []
+    for _ in range(2):
+        done = run(scan, tmp_path, TMPDIR=str(scratch))
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].rstrip().endswith("7 messages: 3 unique, 2 duplicate, 2 near-duplicate")
+    assert "7 messages: 3 unique, 2 duplicate, 2 near-duplicate" in \
+        (REPO / "README.md").read_text()
+    assert not (tmp_path / "state").exists() and not (tmp_path / "home" / ".local").exists()
+    assert len(list(scratch.iterdir())) == 2                 # one throw-away store a run
+
+
 def _x_dupfilter(raw: bytes, env: dict[str, str]) -> str:
     tagged = subprocess.run([DUPFILTER, "--tag"], input=raw, capture_output=True, env=env,
                             check=True, timeout=60).stdout
