@@ -152,6 +152,45 @@ def test_policy_rule_skips_cron_mail_as_documented(tmp_path: Path) -> None:
         assert _x_dupfilter(report, env) == claimed
 
 
+# ------------------------------------------------------------------------------ security
+
+def _table_after(text: str, heading: str) -> list[list[str]]:
+    """The rows (cells) of the first table under ``## heading``."""
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[2:]]
+
+
+def test_security_says_what_the_store_holds_field_by_field() -> None:
+    """Issue 14 item 9: every Record field named, with why and an example; the Message-ID
+    said plainly to be in clear."""
+    import dataclasses
+
+    from mailfilter.store import Record
+    text = (REPO / "docs" / "security.md").read_text()
+    rows = _table_after(text, "What the store holds")
+    named = {name for row in rows for name in re.findall(r"`(\w+)`", row[0])}
+    assert named == {field.name for field in dataclasses.fields(Record)}
+    assert all(len(row) == 4 and all(row) for row in rows), rows
+    assert "**Message-ID is stored in clear**" in text
+    assert "addresses in clear" not in text.split("## What the store holds")[0]
+
+
+def test_security_lists_every_listening_socket_with_its_default() -> None:
+    from mailfilter.config import Settings
+    defaults = Settings()
+    rows = _table_after((REPO / "docs" / "security.md").read_text(), "Listening sockets")
+    by_setting = {re.findall(r"`(\[\w+\] \w+)`", row[1])[0]: row for row in rows}
+    assert set(by_setting) == {"[milter] socket", "[smtpd] listen", "[metrics] listen"}
+    for setting, value in (("[milter] socket", defaults.milter.socket),
+                           ("[smtpd] listen", defaults.smtpd.listen),
+                           ("[metrics] listen", defaults.metrics.listen)):
+        assert by_setting[setting][2].startswith(f"`{value}`"), (setting, by_setting[setting])
+    for spelling in ("inet:PORT@HOST", "inet:HOST:PORT", "inet6:PORT@IPV6", "inet:[IPV6]:PORT",
+                     "unix:/PATH", "local:/PATH"):
+        assert spelling in by_setting["[milter] socket"][3], spelling
+
+
 # ------------------------------------------------------------------------------ procmail
 
 def deliver_with(recipe: str, tmp_path: Path, messages: list[bytes]) -> dict[str, int]:
