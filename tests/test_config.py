@@ -354,3 +354,17 @@ def test_port_zero_only_from_code(tmp_path: Path) -> None:
     path.write_text('[smtpd]\nlisten = "127.0.0.1:0"\n')
     with pytest.raises(ConfigError, match=r":2: smtpd.listen = '127.0.0.1:0' has port 0"):
         check_smtpd_settings(load_settings(path))
+
+
+def test_the_error_shown_in_operations_md_is_the_real_one(tmp_path: Path) -> None:
+    import re
+    import subprocess
+    operations = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text()
+    shown = re.search(r"^(dupfilter-db: /etc/dupfilter/dupfilter\.toml:3: milter\.socket.*)$",
+                      operations, re.M)[1]
+    path = tmp_path / "dupfilter.toml"
+    path.write_text('# site\n[milter]\nsocket = "inet:8890"\n')
+    checked = subprocess.run(["dupfilter-db", "--config", str(path), "config", "--check"],
+                             capture_output=True, text=True)
+    assert checked.returncode == 2
+    assert checked.stderr == shown.replace("/etc/dupfilter/dupfilter.toml", str(path)) + "\n"
