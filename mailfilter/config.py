@@ -291,6 +291,13 @@ class Settings:
         self._check("store.file_mode", check_mode, store.file_mode, example="0600",
                     owner_rw=True)
         self._check("store.path", check_store_path, store.path)
+        # Both spellings of the milter socket are one setting: keep libmilter's, so that a
+        # reload does not see a change where there is none.  A socket that does not parse
+        # is left as it is, for the milter (and `config --check`) to refuse.
+        try:
+            self.milter.socket = parse_milter_socket(self.milter.socket)
+        except Refused:
+            pass
 
     def _check(self, key: str, check: Any, value: Any, **options: Any) -> Any:
         """``check(value, **options)``, its :class:`Refused` turned into a ConfigError

@@ -368,3 +368,20 @@ def test_the_error_shown_in_operations_md_is_the_real_one(tmp_path: Path) -> Non
                              capture_output=True, text=True)
     assert checked.returncode == 2
     assert checked.stderr == shown.replace("/etc/dupfilter/dupfilter.toml", str(path)) + "\n"
+
+
+def test_reload_sees_no_change_in_a_socket_spelled_the_postfix_way(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from mailfilter.daemon import reload_settings
+    path = tmp_path / "site.toml"
+    path.write_text('[milter]\nsocket = "inet:127.0.0.1:8890"\n')
+    running = load_settings(path)
+    check_milter_settings(running)                          # as the milter does at start
+    assert running.milter.socket == "inet:8890@127.0.0.1"
+    logger = logging.getLogger("test-config-reload")
+    with caplog.at_level(logging.WARNING, logger="test-config-reload"):
+        assert reload_settings(running, lambda: load_settings(path), "milter", ("socket",),
+                               logger)
+    assert "changed" not in caplog.text
