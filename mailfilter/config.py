@@ -9,12 +9,14 @@ bad value is a :class:`ConfigError` that names the key, the file and the line.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+from urllib.parse import parse_qsl, urlsplit
 
 VERDICTS = ("unique", "duplicate", "near-duplicate")
 MILTER_ACTIONS = ("accept", "tag", "reject", "tempfail", "discard", "quarantine",
@@ -159,7 +161,8 @@ class ActionSettings:
 class MilterSettings:
     """dupfilter-milter (pymilter)."""
 
-    # pymilter syntax: inet:PORT@HOST or unix:/path.
+    # libmilter's inet:PORT@HOST (Postfix's inet:HOST:PORT is accepted and rewritten to it),
+    # inet6:PORT@IPV6, unix:/path or local:/path; always with a host (see parse_milter_socket).
     socket: str = "inet:8890@127.0.0.1"
     socket_mode: str = "0660"
     socket_group: str = "postfix"
@@ -229,23 +232,46 @@ class Settings:
         return getattr(self, "origins", {}).get(key, "default")
 
     def validate(self) -> None:
+        """Refuse values that cannot be what the user meant: a :class:`ConfigError` naming
+        the file, the line and the key, the value, the expected form and an example.
+
+        The daemons' own sections ([milter], [smtpd], [metrics]) are checked by
+        :func:`check_milter_settings` and :func:`check_smtpd_settings` instead (a pipe
+        filter reading the same file must not stop over them).
+        """
+        fp, detector, store = self.fingerprint, self.detector, self.store
         checks = [
-            (self.fingerprint.histogram in ("decoded", "raw"), "fingerprint.histogram",
+            (fp.histogram in ("decoded", "raw"), "fingerprint.histogram",
              "must be \"decoded\" or \"raw\""),
-            (1 <= self.fingerprint.ngram <= 32, "fingerprint.ngram", "must be 1..32"),
-            (8 <= self.fingerprint.sketch_size <= 1024, "fingerprint.sketch_size",
-             "must be 8..1024"),
-            (1 <= self.fingerprint.index_size <= self.fingerprint.sketch_size,
-             "fingerprint.index_size", "must be 1..sketch_size"),
-            (0.0 < self.detector.resemblance_threshold <= 1.0,
+            (1 <= fp.ngram <= 32, "fingerprint.ngram", "must be 1..32"),
+            (8 <= fp.sketch_size <= 1024, "fingerprint.sketch_size", "must be 8..1024"),
+            (1 <= fp.index_size <= fp.sketch_size, "fingerprint.index_size",
+             "must be 1..sketch_size"),
+            (fp.max_body_bytes >= 1, "fingerprint.max_body_bytes", "must be at least 1"),
+            (256 <= fp.chunk_average <= 4194304, "fingerprint.chunk_average",
+             "must be 256..4194304 (bytes; FastCDC's range)"),
+            (fp.chunk_sample >= 1, "fingerprint.chunk_sample", "must be at least 1"),
+            (0.0 < detector.resemblance_threshold <= 1.0,
              "detector.resemblance_threshold", "must be in (0, 1]"),
-            (self.detector.max_candidates >= 1, "detector.max_candidates", "must be at least 1"),
-            (self.detector.histogram_candidates >= 1, "detector.histogram_candidates",
+            (0.0 < detector.attachment_threshold <= 1.0,
+             "detector.attachment_threshold", "must be in (0, 1]"),
+            (detector.min_words >= 0, "detector.min_words", "must be 0 or more"),
+            (detector.histogram_window >= 0, "detector.histogram_window", "must be 0 or more"),
+            (0 <= detector.histogram_max_positions <= 36, "detector.histogram_max_positions",
+             "must be 0..36 (the histogram has 36 bins)"),
+            (detector.histogram_min_chars >= 0, "detector.histogram_min_chars",
+             "must be 0 or more"),
+            (detector.posting_cap >= 1, "detector.posting_cap", "must be at least 1"),
+            (detector.max_candidates >= 1, "detector.max_candidates", "must be at least 1"),
+            (detector.histogram_candidates >= 1, "detector.histogram_candidates",
              "must be at least 1"),
-            (0.0 <= self.detector.attachment_share <= 1.0, "detector.attachment_share",
+            (detector.common_postings >= 1, "detector.common_postings", "must be at least 1"),
+            (0.0 <= detector.attachment_share <= 1.0, "detector.attachment_share",
              "must be in [0, 1]"),
-            (self.detector.scope in ("recipient", "global"), "detector.scope",
+            (detector.scope in ("recipient", "global"), "detector.scope",
              "must be \"recipient\" or \"global\""),
+            (store.map_size_mb >= 1, "store.map_size_mb", "must be at least 1 (MiB)"),
+            (store.timeout > 0, "store.timeout", "must be more than 0 (seconds)"),
             (self.milter.on_error in ON_ERROR, "milter.on_error", f"must be one of {ON_ERROR}"),
             (self.smtpd.on_error in ON_ERROR, "smtpd.on_error", f"must be one of {ON_ERROR}"),
             (self.smtpd.mode in ("after-queue", "proxy"), "smtpd.mode",
@@ -253,8 +279,6 @@ class Settings:
             (self.log.target in ("stderr", "syslog"), "log.target",
              "must be \"stderr\" or \"syslog\""),
             (self.log.level.lower() in LOG_LEVELS, "log.level", f"must be one of {LOG_LEVELS}"),
-            (re.fullmatch(r"\[?[\w.:-]*\]?:\d{1,5}", self.metrics.listen) is not None,
-             "metrics.listen", "must be HOST:PORT"),
         ]
         for verdict in VERDICTS:
             name = verdict.replace("-", "_")
@@ -265,7 +289,7 @@ class Settings:
         for ok, key, why in checks:
             if not ok:
                 raise ConfigError(f"{self._where(key)}: {key} {why}")
-        if not all(isinstance(word, str) for word in self.fingerprint.stoplist):
+        if not all(isinstance(word, str) for word in fp.stoplist):
             raise ConfigError(f"{self._where('fingerprint.stoplist')}: fingerprint.stoplist "
                               "must be a list of words")
         from mailfilter.policy import PolicyError, compile_rules
@@ -273,11 +297,26 @@ class Settings:
             compile_rules(self.policy.rules)
         except PolicyError as error:
             raise ConfigError(f"{self._where('policy.rules')}: {error}") from None
-        for key, value in (("store.retention", self.store.retention),):
-            try:
-                parse_duration(value)
-            except ValueError as error:
-                raise ConfigError(f"{self._where(key)}: {key}: {error}") from None
+        self._check("store.retention", check_duration, store.retention,
+                    example="30d")
+        self._check("store.file_mode", check_mode, store.file_mode, example="0600",
+                    owner_rw=True)
+        self._check("store.path", check_store_path, store.path)
+        # Both spellings of the milter socket are one setting: keep libmilter's, so that a
+        # reload does not see a change where there is none.  A socket that does not parse
+        # is left as it is, for the milter (and `config --check`) to refuse.
+        try:
+            self.milter.socket = parse_milter_socket(self.milter.socket)
+        except Refused:
+            pass
+
+    def _check(self, key: str, check: Any, value: Any, **options: Any) -> Any:
+        """``check(value, **options)``, its :class:`Refused` turned into a ConfigError
+        that names where ``key`` was set: FILE:LINE: key = 'value' why; expected ..."""
+        try:
+            return check(value, **options)
+        except Refused as refused:
+            raise ConfigError(f"{self._where(key)}: {key} = {refused}") from None
 
     def _where(self, key: str) -> str:
         """FILE:LINE of a setting the file gave, else the file (or "settings")."""
@@ -305,11 +344,19 @@ def _line_of(text: str, section: str, key: str) -> int | None:
 def _apply(target: Any, table: dict[str, Any], prefix: str, path: str, text: str,
            origins: dict[str, str]) -> None:
     known = {f.name: f for f in fields(target) if f.name != "source"}
+    spelled: dict[str, tuple[str, str]] = {}     # key → (spelling, FILE:LINE) seen first
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
         where = f"{path}:{_line_of(text, prefix.rstrip('.'), raw_key) or '?'}"
         if key not in known:
             raise ConfigError(f"{where}: unknown key {prefix}{raw_key}")
+        if key in spelled:
+            # TOML refuses a key given twice, but near_duplicate and near-duplicate are two
+            # keys to it and one setting here: the later one would win without a word.
+            first, first_where = spelled[key]
+            raise ConfigError(f"{first_where} and {where}: {prefix}{first} and "
+                              f"{prefix}{raw_key} are the same setting; keep one of them")
+        spelled[key] = (raw_key, where)
         current = getattr(target, key)
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
@@ -368,37 +415,380 @@ def load_settings(path: str | os.PathLike[str] | None = None, *,
     return settings
 
 
+# ------------------------------------------------------------------------- value checks
+# Each takes a value and returns it (normalised where there are two spellings of one
+# thing), or raises Refused: "'VALUE' what is wrong; expected FORMS, e.g. EXAMPLE", which
+# the callers prefix with where the value came from and the key.
+
+class Refused(ValueError):
+    """A value that cannot be what the user meant: the value, why, the expected form and an
+    example, in one line (the caller adds the file, line and key)."""
+
+
+def _refuse(value: object, why: str, expected: str, example: str) -> NoReturn:
+    raise Refused(masked(f"{value!r} {why}; expected {expected}, e.g. {example}"))
+
+
+def masked(text: str) -> str:
+    """``text`` with the password of anything shaped like USER:PASSWORD@ replaced by ***
+    (a mistyped Redis URL is echoed in messages that land in logs)."""
+    return re.sub(r"([:/])([^:/@\s']*):([^@/\s']*)@", r"\1\2:***@", text)
+
+
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+HOST_FORMS = "an IPv4 address, an IPv6 address or a host name"
+
+
+def check_host(host: str, value: object, expected: str, example: str) -> str:
+    """``host`` → "ipv4", "ipv6" or "name"; refuses (naming ``value``) anything that would
+    make the resolver or libmilter guess: an empty host, 127.1 or 010.0.0.1 (inet_aton
+    reads them as 127.0.0.1 and 8.0.0.1), an IPv6 scope, a name that is no name."""
+    if not host:
+        _refuse(value, "names no host (an empty host means every interface)", expected,
+                example)
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.scope_id:
+            _refuse(value, f"has an IPv6 scope (%{address.scope_id}), which is not "
+                    "supported", expected, example)
+        return "ipv6"
+    if address is not None:
+        return "ipv4"
+    if re.fullmatch(r"[0-9.]+", host):
+        _refuse(value, f"has {host!r}, which is no IPv4 address (four numbers 0-255, no "
+                "leading zeros)", expected, example)
+    if ":" in host:
+        _refuse(value, f"has {host!r}, which is no IPv6 address", expected, example)
+    name = host[:-1] if host.endswith(".") else host
+    labels = name.split(".")
+    if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels) \
+            or labels[-1].isdigit():
+        _refuse(value, f"has {host!r}, which is no host name", expected, example)
+    return "name"
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``: what only this machine can reach."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower().rstrip(".") in ("localhost", "localhost.localdomain")
+
+
+def _port(text: str, value: object, expected: str, example: str,
+          ephemeral: bool = False) -> int:
+    """A TCP port 1..65535 (0, a port the system picks, only when ``ephemeral``)."""
+    if not text:
+        _refuse(value, "names no port", expected, example)
+    if not text.isdigit() or not text.isascii():
+        _refuse(value, f"has {text!r}, which is no port number", expected, example)
+    port = int(text)
+    if not (0 if ephemeral else 1) <= port <= 65535:
+        _refuse(value, f"has port {port}, outside 1-65535", expected, example)
+    return port
+
+
+HOSTPORT_FORMS = "HOST:PORT or [IPV6]:PORT with a port from 1 to 65535"
+
+
+def check_hostport(text: str, example: str = "127.0.0.1:10025",
+                   ephemeral: bool = False) -> tuple[str, int]:
+    """``HOST:PORT`` or ``[IPv6]:PORT`` → (host, port), host without brackets."""
+    if not isinstance(text, str):
+        _refuse(text, "is not HOST:PORT", HOSTPORT_FORMS, example)
+    found = re.fullmatch(r"\[([^\]]*)\]:([^:]*)|([^:\[\]]*):([^:\[\]]*)", text)
+    if found is None or any(ch.isspace() for ch in text):
+        why = "is not HOST:PORT"
+        if text.count(":") > 1 and not text.startswith("["):
+            why += " (an IPv6 address needs brackets: [::1]:PORT)"
+        _refuse(text, why, HOSTPORT_FORMS, example)
+    host = found.group(1) if found.group(1) is not None else found.group(3)
+    port = _port(found.group(2) if found.group(1) is not None else found.group(4), text,
+                 HOSTPORT_FORMS, example, ephemeral)
+    kind = check_host(host, text, HOSTPORT_FORMS, example)
+    if kind == "ipv6" and found.group(1) is None:
+        _refuse(text, "has an IPv6 address without brackets", HOSTPORT_FORMS, example)
+    return host, port
+
+
+def parse_hostport(text: str, what: str, *, example: str = "127.0.0.1:10025",
+                   ephemeral: bool = True) -> tuple[str, int]:
+    """``HOST:PORT`` or ``[IPv6]:PORT`` → (host, port); a :class:`ConfigError` starting
+    with ``what`` (the key, or FILE:LINE: key) when it is not.  ``ephemeral`` lets port 0
+    through (code that asks the system for a free port); a value typed into a file or on
+    a command line is checked with it off (see :func:`check_smtpd_settings`)."""
+    try:
+        return check_hostport(text, example, ephemeral)
+    except Refused as refused:
+        raise ConfigError(f"{what} = {refused}") from None
+
+
+MILTER_FORMS = ("inet:PORT@HOST, Postfix's inet:HOST:PORT, inet6:PORT@IPV6, inet:[IPV6]:PORT, "
+                "unix:/PATH or local:/PATH")
+
+
+def parse_milter_socket(text: str) -> str:
+    """A milter socket in libmilter's spelling, from either spelling; Refused otherwise.
+
+    libmilter reads ``inet:PORT@HOST`` and ``inet6:PORT@HOST``; Postfix writes
+    ``inet:HOST:PORT`` and ``inet:[IPV6]:PORT``.  libmilter given Postfix's spelling reads
+    the port as atoi("127.0.0.1:8890") = 127 and, finding no ``@``, listens on every
+    interface; given ``inet:99999@...`` it takes the port modulo 65536.  Both spellings
+    are accepted here and returned as libmilter's (an IPv6 address as ``inet6:``); a
+    socket without a host (libmilter: every interface), a port outside 1-65535, a
+    relative unix path or anything else is refused — nothing is guessed.
+    """
+    example = "inet:8890@127.0.0.1"
+    if not isinstance(text, str) or not text:
+        _refuse(text, "is empty", MILTER_FORMS, example)
+    if any(ch.isspace() or not ch.isprintable() for ch in text):
+        _refuse(text, "contains a space or a control character", MILTER_FORMS, example)
+    kind, colon, rest = text.partition(":")
+    kind = kind.lower()
+    if not colon:
+        _refuse(text, "has no type", MILTER_FORMS,
+                f"unix:{text}" if text.startswith("/") else example)
+    if kind in ("unix", "local"):
+        example = "unix:/run/dupfilter/milter.sock"
+        if not rest.startswith("/"):
+            _refuse(text, "is not an absolute path (the daemons run in /, procmail in the "
+                    "user's home)", MILTER_FORMS, example)
+        if rest.endswith("/"):
+            _refuse(text, "names a folder, not a socket", MILTER_FORMS, example)
+        if len(rest.encode()) > 107:
+            _refuse(text, "is longer than a unix socket path can be (107 bytes)",
+                    MILTER_FORMS, example)
+        return f"{kind}:{rest}"
+    if kind not in ("inet", "inet6"):
+        _refuse(text, f"has an unknown type {kind + ':'!r}", MILTER_FORMS, example)
+    if "@" in rest:                                     # libmilter: PORT@HOST
+        port_text, _, host = rest.partition("@")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]                           # libmilter's numeric [ADDRESS]
+    elif rest.startswith("["):                          # Postfix: [IPV6]:PORT
+        found = re.fullmatch(r"\[([^\]]*)\]:(.*)", rest)
+        if found is None:
+            _refuse(text, "is not [IPV6]:PORT", MILTER_FORMS, "inet:[::1]:8890")
+        host, port_text = found.groups()
+    elif rest.count(":") == 1:                          # Postfix: HOST:PORT
+        host, port_text = rest.split(":")
+    elif ":" in rest:
+        _refuse(text, "has an IPv6 address without brackets, or too many colons",
+                MILTER_FORMS, "inet6:8890@::1 or inet:[::1]:8890")
+    elif rest.isdigit():
+        _refuse(text, "names no host: libmilter would listen on every interface; for "
+                f"loopback write {kind}:{rest}@127.0.0.1, for every interface say so "
+                f"with {kind}:{rest}@0.0.0.0", MILTER_FORMS, f"{kind}:{rest}@127.0.0.1")
+    else:
+        _refuse(text, "names no port", MILTER_FORMS, example)
+    port = _port(port_text, text, MILTER_FORMS, example)
+    family = check_host(host, text, MILTER_FORMS, example)
+    if family == "ipv6":
+        return f"inet6:{port}@{ipaddress.ip_address(host).compressed}"
+    if kind == "inet6" and family == "ipv4":
+        _refuse(text, "has an IPv4 address after inet6:", MILTER_FORMS,
+                f"inet:{port}@{host}")
+    return f"{kind}:{port}@{host}"
+
+
+def check_duration(value: str, example: str = "30d") -> float:
+    """A duration with its unit ('30d', '12h', '90m', '45s', '2w'), more than zero."""
+    expected = "a number with a unit s, m, h, d or w"
+    if not isinstance(value, str) or not re.fullmatch(r"\d+(\.\d+)?[smhdw]", value.strip()):
+        why = "has no unit" if isinstance(value, str) and re.fullmatch(
+            r"\s*\d+(\.\d+)?\s*", value) else "is not a duration"
+        _refuse(value, why, expected, example)
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        _refuse(value, "is no time at all", expected, example)
+    return seconds
+
+
+def check_mode(value: str, example: str = "0600", owner_rw: bool = False) -> int:
+    """A file mode as an octal string ('0600', '660'); no set-id or sticky bits."""
+    expected = "an octal mode in quotes, as for chmod"
+    if not isinstance(value, str) or not re.fullmatch(r"0?[0-7]{3}", value):
+        _refuse(value, "is not an octal mode", expected, example)
+    mode = int(value, 8)
+    if owner_rw and mode & 0o600 != 0o600:
+        _refuse(value, "does not let the owner read and write", expected, example)
+    return mode
+
+
+STORE_FORMS = ("an LMDB folder (an absolute path), redis://HOST[:PORT][/DB], "
+               "rediss://HOST[:PORT][/DB] or unix:///PATH/TO/SOCKET[?db=N]")
+_STORE_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def check_store_location(location: str) -> str:
+    """A store location as ``open_store`` reads it: a supported Redis URL, or a folder.
+
+    Anything that looks like a URL but is not one of those is refused (a mistyped
+    ``redis:/127.0.0.1:6379`` would otherwise become an LMDB folder of that name, and the
+    hosts sharing the Redis store would silently stop sharing).  A folder whose name has
+    a colon elsewhere (``/var/lib/dupfilter:old``) is a folder.
+    """
+    example = "redis://127.0.0.1:6379/0"
+    if not isinstance(location, str):
+        _refuse(location, "is not a string", STORE_FORMS, example)
+    if any(not ch.isprintable() for ch in location):
+        _refuse(location, "contains a control character", STORE_FORMS, example)
+    lowered = location.lower()
+    if lowered.startswith(_STORE_SCHEMES):
+        if not location.startswith(_STORE_SCHEMES):
+            _refuse(location, "has its scheme in capitals (only lowercase is a URL)",
+                    STORE_FORMS, example)
+        _check_redis_url(location, example)
+        return location
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):/*(.*)", location, re.DOTALL)
+    if scheme is not None and scheme.group(1).lower() in ("redis", "rediss", "unix"):
+        # redis:/host, redis:host, unix:/path, unix:path: the slashes went wrong.
+        name, rest = scheme.group(1).lower(), scheme.group(2)
+        example = f"{name}://{'/' if name == 'unix' else ''}{rest or 'HOST'}"
+    if "://" in location or scheme is not None:
+        what = f"{scheme.group(1)}:" if scheme else location.split("://")[0] + "://"
+        _refuse(location, f"looks like a URL ({what}) but is none dupfilter reads (for "
+                "a folder whose name has a colon, write ./NAME or its absolute path)",
+                STORE_FORMS, example)
+    missing = re.match(r"(?i)(redis|rediss|unix)/+(.*)", location, re.DOTALL)
+    if missing is not None and location[len(missing.group(1)):].startswith("//"):
+        name = missing.group(1).lower()
+        _refuse(location, "looks like a URL with its colon missing", STORE_FORMS,
+                f"{name}://{'/' if name == 'unix' else ''}{missing.group(2) or 'HOST'}")
+    return location
+
+
+def check_store(location: str) -> None:
+    """:func:`check_store_location` for ``open_store`` (``--db`` and every other way a
+    location reaches it): a :class:`ConfigError` "store location '...' ...; expected ..."."""
+    try:
+        check_store_location(location)
+    except Refused as refused:
+        raise ConfigError(f"store location {refused}") from None
+
+
+def _check_redis_url(url: str, example: str) -> None:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        _refuse(url, f"is not a valid URL ({error})", STORE_FORMS, example)
+    try:
+        query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+    except ValueError:
+        _refuse(url, "has a query that is not NAME=VALUE&...", STORE_FORMS, example)
+    for name, value in query:
+        if name == "db" and not value.isdigit():
+            _refuse(url, f"has db={value!r}, which is no database number", STORE_FORMS,
+                    example)
+        if name == "partitions" and not (value.isdigit() and 1 <= int(value) <= 1024):
+            _refuse(url, f"has partitions={value!r}, not a number from 1 to 1024",
+                    STORE_FORMS, example)
+    if parts.scheme == "unix":
+        example = "unix:///run/redis/redis.sock?db=0"
+        if parts.hostname or parts.port is not None:
+            _refuse(url, f"names a host ({parts.hostname or parts.netloc!r}) where the "
+                    "socket's absolute path should start: write three slashes",
+                    STORE_FORMS, example)
+        if not parts.path.startswith("/") or parts.path.endswith("/"):
+            _refuse(url, "names no socket path", STORE_FORMS, example)
+        return
+    if not parts.hostname:
+        _refuse(url, "names no host", STORE_FORMS, example)
+    check_host(parts.hostname, url, STORE_FORMS, example)
+    if port is not None and not 1 <= port <= 65535 or (
+            port is None and parts.netloc.endswith(":")):
+        _refuse(url, "has no port from 1 to 65535 after its colon", STORE_FORMS, example)
+    if not re.fullmatch(r"(/\d*)?", parts.path):
+        _refuse(url, f"has {parts.path!r} where the database number goes", STORE_FORMS,
+                example)
+
+
+def check_store_path(path: str) -> str:
+    """``[store] path`` of a file: empty (the per-user default), a Redis URL, or an absolute
+    folder (a relative one would be relative to each reader's working directory: / for
+    the daemons, the user's home under procmail; ``~`` is not expanded)."""
+    if path == "":
+        return path
+    check_store_location(path)
+    if path.startswith(_STORE_SCHEMES) or path.startswith("/"):
+        return path
+    example = f"/var/lib/dupfilter or {os.path.join('/home/USER', path.lstrip('~/'))}"
+    why = ("starts with ~, which is not expanded here" if path.startswith("~")
+           else "is a relative path (relative to wherever each program runs)")
+    _refuse(path, why, STORE_FORMS, example)
+
+
 # ------------------------------------------------------------------- front-end settings
 # Checked by the daemon that uses them (after its command-line flags) and by
 # `dupfilter-db config --check`, not by every load: a pipe filter reading the same file
 # must not stop working over a daemon's section.
 
-def parse_hostport(text: str, what: str) -> tuple[str, int]:
-    """``HOST:PORT`` or ``[IPv6]:PORT`` → (host, port); ConfigError when malformed."""
-    match = re.fullmatch(r"\[([^\]]+)\]:(\d+)|([^\s:\[\]]+):(\d+)", text.strip())
-    if not match:
-        raise ConfigError(f"{what}: {text!r} is not HOST:PORT")
-    host = match.group(1) or match.group(3)
-    port = int(match.group(2) or match.group(4))
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"{what}: port {port} out of range")
-    return host, port
+def _typed(settings: Settings, key: str) -> bool:
+    """True when ``key`` was set by a person (a file, or a flag the front end recorded in
+    ``settings.origins``), False for a default or a value set by code (tests)."""
+    return settings.origin(key) != "default"
 
 
 def check_milter_settings(settings: Settings) -> None:
-    """What dupfilter-milter refuses to start with (ConfigError naming the key)."""
-    spec = settings.milter.socket
-    if not spec.startswith(("unix:", "local:", "inet:", "inet6:")):
-        raise ConfigError(f"{settings._where('milter.socket')}: milter.socket {spec!r}: "
-                          "expected inet:PORT@HOST or unix:/path")
+    """What dupfilter-milter refuses to start with (ConfigError naming the key).
+
+    ``milter.socket`` is rewritten in place to libmilter's spelling (see
+    :func:`parse_milter_socket`): the milter hands it to libmilter right after this."""
+    milter = settings.milter
+    milter.socket = settings._check("milter.socket", parse_milter_socket, milter.socket)
+    settings._check("milter.socket_mode", check_mode, milter.socket_mode, example="0660")
+    if not isinstance(milter.timeout, int) or milter.timeout < 0:
+        raise ConfigError(f"{settings._where('milter.timeout')}: milter.timeout = "
+                          f"{milter.timeout!r} must be 0 (no limit) or more seconds, e.g. 600")
+    if milter.max_body_bytes < 1:
+        raise ConfigError(f"{settings._where('milter.max_body_bytes')}: "
+                          "milter.max_body_bytes must be at least 1")
+    check_metrics_settings(settings)
+
+
+def check_socket_group(settings: Settings) -> None:
+    """``milter.socket_group`` names a group that exists (for a unix socket; an empty group
+    leaves the socket's group alone).  Not part of :func:`check_milter_settings`: the
+    milter itself logs a missing group and goes on with the mode alone (docs/postfix.md)."""
+    import grp
+    milter = settings.milter
+    if not milter.socket.lower().startswith(("unix:", "local:")) or not milter.socket_group:
+        return
+    try:
+        grp.getgrnam(milter.socket_group)
+    except KeyError:
+        raise ConfigError(
+            f"{settings._where('milter.socket_group')}: milter.socket_group = "
+            f"{milter.socket_group!r} is no group on this machine; expected the group of "
+            "the MTA's smtpd (e.g. postfix), or \"\" to keep the socket's group") from None
+
+
+def check_metrics_settings(settings: Settings) -> None:
+    """``metrics.listen``: HOST:PORT with a host named (loopback unless it says otherwise)."""
+    key = "metrics.listen"
+    parse_hostport(settings.metrics.listen, f"{settings._where(key)}: {key}",
+                   example="127.0.0.1:9464", ephemeral=not _typed(settings, key))
 
 
 def check_smtpd_settings(settings: Settings) -> None:
     """What dupfilter-smtpd refuses to start with: listen and next_hop not HOST:PORT, or
     ``reject`` in after-queue mode (there a refusal would become a bounce)."""
     smtpd = settings.smtpd
-    for key in ("listen", "next_hop"):
-        parse_hostport(getattr(smtpd, key), f"{settings._where(f'smtpd.{key}')}: smtpd.{key}")
+    for key, example in (("listen", "127.0.0.1:10025"), ("next_hop", "127.0.0.1:10026")):
+        name = f"smtpd.{key}"
+        parse_hostport(getattr(smtpd, key), f"{settings._where(name)}: {name}",
+                       example=example, ephemeral=not _typed(settings, name))
+    for key, ok, why in (
+            ("max_message_bytes", smtpd.max_message_bytes >= 0, "0 (no limit) or more"),
+            ("timeout", smtpd.timeout > 0, "more than 0 seconds")):
+        if not ok:
+            raise ConfigError(f"{settings._where(f'smtpd.{key}')}: smtpd.{key} must be "
+                              f"{why}")
+    check_metrics_settings(settings)
     if smtpd.mode == "proxy":
         return
     for verdict in VERDICTS:

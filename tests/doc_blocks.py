@@ -55,6 +55,7 @@ NAMED: set[tuple[str, str]] = {
     ("system", "milter-install"),
     ("system", "milter-dirs"),
     ("system", "sieve-programs"),
+    ("system", "sieve-compile"),
     ("postfix-master", "after-queue"),
     ("postfix-master", "proxy"),
     ("toml", "milter"),

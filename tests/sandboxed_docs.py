@@ -232,10 +232,15 @@ def entry(master_cf: str, service: str) -> list[str]:
 def test_readme_install_and_scan() -> None:
     for stale in ("/root/.local/state/dupfilter", "/root/.config/dupfilter"):
         shutil.rmtree(stale, ignore_errors=True)
-    done = sh(block("system", "readme-install").text)
+    text = block("system", "readme-install").text
+    done = sh(text)
     assert "Successfully installed dupfilter" in done.stdout
     assert "7 messages: 3 unique, 2 duplicate, 2 near-duplicate" in done.stdout
-    assert Path("/root/.local/state/dupfilter/data.mdb").is_file()   # the default store
+    # A throw-away store: root's own store is not created, and the sample scans the same
+    # again (issue 14: a second run said all seven were duplicates).
+    assert not Path("/root/.local/state/dupfilter").exists()
+    again = sh(text.split("&&", 1)[1])
+    assert "7 messages: 3 unique, 2 duplicate, 2 near-duplicate" in again.stdout
     where = sh("python3 -c 'import mailfilter; print(mailfilter.__file__)'", cwd=Path("/"))
     assert "site-packages" in where.stdout             # installed, not the editable checkout
     if SCRIPTS != Path("/usr/local/bin"):
@@ -416,11 +421,34 @@ def test_sieve_scripts_with_extprograms() -> None:
     Path(where).write_text(config.text)
     shown = sh("doveconf -n", cwd=Path("/")).stdout
     for line in config.lines():
-        if "=" in line:
+        if "=" in line and "$" not in line:
             assert line.strip() in shown, line
-    sh(block("system", "sieve-programs").text, cwd=Path("/"))
+    for protocol in ("lda", "lmtp"):
+        assert re.search(rf"^protocol {protocol} {{\n  mail_plugins = .*\bsieve\b", shown,
+                         re.M), shown
+    # dupfilter in a virtual environment on no PATH that Dovecot or a mail user has
+    # (issue 14): the wrappers must name it by its full path.
+    venv = Path("/opt/dupfilter-venv")
+    sh(f"python3 -m venv --system-site-packages {venv}")
+    (wheel,) = (WORK / "wheels").glob("dupfilter-*.whl")
+    sh(f"{venv}/bin/pip install --no-deps --force-reinstall {wheel}")
+    programs = block("system", "sieve-programs").text
+    # Run where dupfilter is not on PATH: it says so, and the wrappers it leaves fail loudly.
+    unfound = sh(programs, cwd=Path("/"), env=root_env(PATH="/usr/sbin:/usr/bin:/sbin:/bin"))
+    assert "dupfilter is not on PATH: install it" in unfound.stderr, unfound.stderr
+    lost = subprocess.run(["/usr/lib/dovecot/sieve-filter/dupfilter-tag"], input=b"x",
+                          capture_output=True, timeout=30)
+    assert lost.returncode == 75 and lost.stdout == b"", lost
+    assert b"message not filtered" in lost.stderr
+    # As written, with the virtual environment activated.
+    sh(programs, cwd=Path("/"), env=root_env(PATH=f"{venv}/bin:{ROOT_PATH}"))
+    for wrapper in ("sieve-filter/dupfilter-tag", "sieve-execute/dupfilter-check"):
+        assert f"exec '{venv}/bin/dupfilter' --" in \
+            Path("/usr/lib/dovecot", wrapper).read_text(), wrapper
     home = ensure_user("mailtest")
-    for number, script in enumerate(blocks("sieve")):
+    scripts = blocks("sieve")
+    assert len(scripts) == 2
+    for number, script in enumerate(scripts):
         path = home / f"doc{number}.sieve"
         path.write_text(script.text)
         give(path, "mailtest")
@@ -438,6 +466,60 @@ def test_sieve_scripts_with_extprograms() -> None:
         assert "store message in folder: INBOX" in results[0], (script.where, results[0])
         assert "Duplicates" not in results[0]
         assert "store message in folder: Duplicates" in results[1], (script.where, results[1])
+    for number, script in enumerate(scripts):
+        deliver_with_sieve_before(script, number, venv, home)
+
+
+def lda(user: str, raw: bytes) -> subprocess.CompletedProcess[bytes]:
+    """``dovecot-lda`` as the mail user (no -d: no auth service here), log on stderr."""
+    return as_user(user, ["/usr/lib/dovecot/dovecot-lda", "-o", "log_path=/dev/stderr",
+                          "-o", f"mail_location=maildir:/home/{user}/Maildir",
+                          "-f", "ann@example.org"], data=raw)
+
+
+def deliver_with_sieve_before(script, number: int, venv: Path, home: Path) -> None:  # noqa: ANN001
+    """The script as the documented sieve_before, compiled as documented, in real
+    deliveries: a copy filed into a Duplicates folder that did not exist, with its header;
+    then with dupfilter gone, a clear error and the message kept in INBOX as it came."""
+    target = Path("/etc/dovecot/sieve/dupfilter.sieve")
+    assert f"`{target}`" in script.path.read_text()
+    target.parent.mkdir(exist_ok=True)
+    target.write_text(script.text)
+    sh(block("system", "sieve-compile").text, cwd=Path("/"))
+    maildir = home / "Maildir"
+    shutil.rmtree(maildir, ignore_errors=True)
+    raw = make_message(paragraph_text(450 + number, count=150),
+                       message_id=f"<lda{number}@example.org>")
+    logs = []
+    for _ in range(2):
+        done = lda("mailtest", raw)
+        logs.append(done.stderr.decode())
+        assert done.returncode == 0, (script.where, logs)
+    (first,) = list((maildir / "new").iterdir())
+    (second,) = list((maildir / ".Duplicates" / "new").iterdir())
+    if "vnd.dovecot.filter" in script.text:
+        assert re.findall(rb"^X-Dupfilter: .*$", first.read_bytes(), re.M) == \
+            [b"X-Dupfilter: unique"], (logs, first.read_bytes()[:400])
+        assert x_dupfilter(second.read_bytes()).startswith("duplicate;"), logs
+    # dupfilter gone (an upgrade removed it): never unfiltered in silence, never emptied,
+    # never filed by the X-Dupfilter header the message came with.
+    binary = venv / "bin" / "dupfilter"
+    binary.rename(binary.with_suffix(".moved"))
+    try:
+        forged = make_message(paragraph_text(460 + number, count=150),
+                              message_id=f"<forged{number}@example.org>")
+        forged = b"X-Dupfilter: duplicate; score=1.00\n" + forged
+        done = lda("mailtest", forged)
+        log = done.stderr.decode()
+        assert done.returncode == 0, log
+        name = "dupfilter-tag" if "vnd.dovecot.filter" in script.text else "dupfilter-check"
+        assert f"{name}: cannot run '{binary}' as mailtest" in log, log
+        assert "Execution of script /etc/dovecot/sieve/dupfilter.sieve failed" in log, log
+        kept = [p for p in (maildir / "new").iterdir() if p != first]
+        assert len(kept) == 1 and kept[0].read_bytes().endswith(forged), log
+        assert len(list((maildir / ".Duplicates" / "new").iterdir())) == 1
+    finally:
+        binary.with_suffix(".moved").rename(binary)
 
 
 def test_maildrop_recipe() -> None:

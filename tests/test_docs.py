@@ -85,6 +85,28 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     assert set(re.split(r",\s*", named.replace("\n", " ").strip())) == packages
 
 
+def test_readme_first_command_leaves_the_users_store_alone(tmp_path: Path) -> None:
+    """README's first command, after the install: the same verdicts each time, and no
+    store of the user's (issue 14 item 4: on db08d02 it recorded the sample into
+    ~/.local/state/dupfilter and a second run called all seven duplicates).
+    tests/sandboxed_docs.py runs the whole line, install included, as written."""
+    install, scan = block("system", "readme-install").text.split("&&", 1)
+    assert install.strip() == "python3 -m pip install ."
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    outputs = []
+    for _ in range(2):
+        done = run(scan, tmp_path, TMPDIR=str(scratch))
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].rstrip().endswith("7 messages: 3 unique, 2 duplicate, 2 near-duplicate")
+    assert "7 messages: 3 unique, 2 duplicate, 2 near-duplicate" in \
+        (REPO / "README.md").read_text()
+    assert not (tmp_path / "state").exists() and not (tmp_path / "home" / ".local").exists()
+    assert len(list(scratch.iterdir())) == 2                 # one throw-away store a run
+
+
 def _x_dupfilter(raw: bytes, env: dict[str, str]) -> str:
     tagged = subprocess.run([DUPFILTER, "--tag"], input=raw, capture_output=True, env=env,
                             check=True, timeout=60).stdout
@@ -128,6 +150,45 @@ def test_policy_rule_skips_cron_mail_as_documented(tmp_path: Path) -> None:
                           message_id="<cron1@example.org>")
     for _ in range(2):         # the same report twice: still not a duplicate
         assert _x_dupfilter(report, env) == claimed
+
+
+# ------------------------------------------------------------------------------ security
+
+def _table_after(text: str, heading: str) -> list[list[str]]:
+    """The rows (cells) of the first table under ``## heading``."""
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[2:]]
+
+
+def test_security_says_what_the_store_holds_field_by_field() -> None:
+    """Issue 14 item 9: every Record field named, with why and an example; the Message-ID
+    said plainly to be in clear."""
+    import dataclasses
+
+    from mailfilter.store import Record
+    text = (REPO / "docs" / "security.md").read_text()
+    rows = _table_after(text, "What the store holds")
+    named = {name for row in rows for name in re.findall(r"`(\w+)`", row[0])}
+    assert named == {field.name for field in dataclasses.fields(Record)}
+    assert all(len(row) == 4 and all(row) for row in rows), rows
+    assert "**Message-ID is stored in clear**" in text
+    assert "addresses in clear" not in text.split("## What the store holds")[0]
+
+
+def test_security_lists_every_listening_socket_with_its_default() -> None:
+    from mailfilter.config import Settings
+    defaults = Settings()
+    rows = _table_after((REPO / "docs" / "security.md").read_text(), "Listening sockets")
+    by_setting = {re.findall(r"`(\[\w+\] \w+)`", row[1])[0]: row for row in rows}
+    assert set(by_setting) == {"[milter] socket", "[smtpd] listen", "[metrics] listen"}
+    for setting, value in (("[milter] socket", defaults.milter.socket),
+                           ("[smtpd] listen", defaults.smtpd.listen),
+                           ("[metrics] listen", defaults.metrics.listen)):
+        assert by_setting[setting][2].startswith(f"`{value}`"), (setting, by_setting[setting])
+    for spelling in ("inet:PORT@HOST", "inet:HOST:PORT", "inet6:PORT@IPV6", "inet:[IPV6]:PORT",
+                     "unix:/PATH", "local:/PATH"):
+        assert spelling in by_setting["[milter] socket"][3], spelling
 
 
 # ------------------------------------------------------------------------------ procmail

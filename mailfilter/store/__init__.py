@@ -16,6 +16,8 @@ from typing import Protocol, TypeVar
 
 import xxhash
 
+from mailfilter.config import check_store
+
 T = TypeVar("T")
 SCHEMA_VERSION = 1
 _MESSAGE_ID_MAX = 250
@@ -245,6 +247,7 @@ def open_store(location: str, parameters: dict[str, object], *, map_size_mb: int
                key_prefix: str = "dupfilter:", timeout: float = 2.0,
                retention_seconds: float = 30 * 86400) -> Store:
     """A store for ``location``: a ``redis://`` URL means Redis, anything else an LMDB folder."""
+    check_store(location)       # a mistyped URL must not become an LMDB folder of that name
     if location.startswith(("redis://", "rediss://", "unix://")):
         from mailfilter.store.redis import RedisStore
         return RedisStore(location, parameters, key_prefix=key_prefix, timeout=timeout,
