@@ -7,57 +7,95 @@ their own few lines differ.  They are recognised by what they say — sentences 
 confidentiality, intended recipients, external senders — wherever they sit, and set aside
 like quoted text.  (Boilerplate the store has seen in many messages is discounted too, by
 the detector: see ``Probe.tail_hashes``.)  Pure functions, no I/O.
+
+Every cue is a literal word first (a substring test, fast) and a small regular expression
+second, tried only where its word occurs: one pattern of every cue over every text cost
+more than parsing the message.
 """
 
 from __future__ import annotations
 
 import re
 
-# Cheap first test: a text none of these words occur in has no disclaimer or banner.
-_TRIGGERS = ("confidential", "intended", "recipient", "disclaimer", "outside", "external",
-             "privileged", "environment", "registered", "learn why", "caution", "liab",
-             "vertraulich", "confidentiel", "empfänger", "destinataire", "virus")
-# One of these alone makes a sentence boilerplate.
-_STRONG = re.compile(
-    r"intended (?:solely |only |exclusively )?for the (?:use of the )?"
-    r"(?:named |intended )?(?:addressee|recipient|person|individual|entity)"
-    r"|intended recipient"
-    r"|(?:received|got) (?:this|the) (?:e-?mail|message|communication|transmission)[^.]{0,40}"
-    r"in error"
-    r"|originated (?:from )?outside (?:of )?(?:the|your|our) (?:organi[sz]ation|company|network)"
-    r"|(?:came|comes|is) from (?:an? )?(?:external|outside) (?:source|sender)"
-    r"|this (?:is an? )?external (?:e-?mail|message|sender)"
-    r"|^\s*\[?(?:external|caution|warning)(?: e-?mail| message| sender)?\]?\s*[:\]!-]"
-    r"|don'?t often get (?:e-?mail|mail|messages) from"
-    r"|learn why this is important"
-    r"|do not click (?:on )?links or open attachments"
-    r"|please consider the environment before printing"
-    r"|^\s*disclaimer\s*[:-]"
-    r"|registered (?:office|in england|in scotland|number|company)"
-    r"|diese (?:e-?mail|nachricht) (?:enthält|ist) vertraulich"
-    r"|falls sie nicht der (?:richtige|beabsichtigte) (?:adressat|empfänger)"
-    r"|ce (?:message|courriel|e-?mail) (?:est|et toutes les pièces jointes sont) "
-    r"(?:confidentiel|strictement)",
-    re.IGNORECASE | re.MULTILINE)
-# Two different ones of these make a sentence boilerplate; one extends a neighbour's.
-_WEAK = re.compile(
-    r"confidential|privileged|proprietary information|unauthori[sz]ed|prohibited"
-    r"|dissemination|disclos(?:ure|e)|notify (?:the )?sender|delete (?:it|this|the) "
-    r"(?:e-?mail|message|original)|virus(?:es)?|liabilit|liable|accepts? no"
-    r"|(?:opinions?|views) (?:expressed|contained)|do not necessarily (?:reflect|represent)"
-    r"|addressee|e-?mail transmission|company (?:registration|number|no\b)"
-    r"|vat (?:no|number|reg)",
-    re.IGNORECASE)
+# A strong cue makes a sentence boilerplate by itself: (word it needs, pattern).
+_STRONG = tuple((anchor, re.compile(pattern, re.MULTILINE)) for anchor, pattern in (
+    ("intended", r"intended (?:solely |only |exclusively )?for (?:the )?(?:use of (?:the )?)?"
+                 r"(?:named |intended )?(?:addressee|recipient|person|individual|entity)"
+                 r"|intended (?:solely|only|exclusively) for|intended recipient"
+                 r"|(?:not|be) the (?:intended|named) (?:recipient|addressee)"),
+    ("in error", r"(?:received|got) (?:this|the) (?:e-?mail|message|communication"
+                 r"|transmission)[^.]{0,40}in error"),
+    ("by mistake", r"(?:received|got) (?:this|the) (?:e-?mail|message|communication"
+                   r"|transmission)[^.]{0,40}by mistake"),
+    ("purposes only", r"for information(?:al)? purposes only"),
+    ("confidential", r"this (?:e-?mail|message|communication)(?: and any (?:attachments?"
+                     r"|files?)[^.]{0,40})? (?:is|are|may be|contains?) (?:strictly )?"
+                     r"confidential"),
+    ("privileged", r"this (?:e-?mail|message|communication)(?: and any (?:attachments?"
+                   r"|files?)[^.]{0,40})? (?:is|are|may be|contains?) privileged"),
+    ("outside", r"originated (?:from )?outside (?:of )?[\w' ]{0,30}(?:organi[sz]ation"
+                r"|company|network|domain|institution|university|firm|enterprise)"
+                r"|(?:came|comes|is|was sent) from outside (?:your|the|our)"),
+    ("external", r"(?:came|comes|is|was sent) from an? external (?:source|sender|party)"
+                 r"|this (?:is an? )?external (?:e-?mail|message|sender)"
+                 r"|^\W{0,3}external\b[^.\n]{0,25}[:\]!-]"),
+    ("caution", r"^\W{0,3}caution\b[^.\n]{0,25}[:\]!-][^\n]{0,200}?(?:external|outside|sender"
+                r"|links|attachments|phishing)|use caution when (?:clicking|opening)"),
+    ("warning", r"^\W{0,3}warning\b[^.\n]{0,25}[:\]!-][^\n]{0,200}?(?:external|outside|sender"
+                r"|links|attachments|phishing)"),
+    ("attention", r"^\W{0,3}attention\b[^.\n]{0,25}[:\]!-][^\n]{0,200}?(?:external|outside"
+                  r"|sender|links|attachments|phishing)"),
+    ("often get", r"don'?t often get (?:e-?mail|mail|messages) from"),
+    ("learn why", r"learn why this is important"),
+    ("do not click", r"do not click (?:on )?links or open attachments"),
+    ("report", r"report (?:suspicious|phishing)"),
+    ("careful", r"be careful with this message"),
+    ("before printing", r"consider the environment before printing"),
+    ("disclaimer", r"^\W{0,3}disclaimer\s*[:-]"),
+    ("registered", r"registered (?:office|in england|in scotland|in ireland|number|company)"),
+    ("gesellschaft", r"sitz der gesellschaft"),
+    ("hrb", r"amtsgericht [\w-]+,? hrb|\bhrb \d"),
+    ("vertraulich", r"diese (?:e-?mail|nachricht) (?:enthält|ist) vertraulich"),
+    ("sie nicht der", r"(?:falls|wenn) sie nicht der (?:richtige|beabsichtigte|vorgesehene) "
+                      r"(?:adressat|empfänger)"),
+    ("irrtümlich", r"irrtümlich erhalten"),
+    ("confidentiel", r"ce (?:message|courriel|e-?mail) (?:est|et toutes les pièces jointes "
+                     r"sont) (?:confidentiel|strictement)"),
+    ("si vous", r"si vous (?:avez reçu ce|n'êtes pas le destinataire)"),
+    ("destinatario", r"si usted no es el destinatario"),
+    ("confidencial", r"este (?:mensaje|correo) (?:es|y sus anexos son) confidencial"),
+))
+_STRONG_WORDS = tuple(anchor for anchor, _ in _STRONG)
+# Weak cues: two different ones make a sentence boilerplate; one extends a neighbour's.
+_WEAK = ("confidential", "privileged", "proprietary information", "unauthori", "prohibited",
+         "dissemination", "disclos", "notify the sender", "notify sender", "delete this",
+         "delete it", "delete the e", "delete the message", "virus", "liabilit", "liable",
+         "accept no", "accepts no", "does not accept", "opinions expressed",
+         "views expressed", "opinions contained", "views contained", "do not necessarily",
+         "addressee", "e-mail transmission", "email transmission", "company registration",
+         "company number", "company no", "vat no", "vat number", "vat reg", "solicitation",
+         "errors or omissions", "monitored", "recommendation", "subject to the terms",
+         "legally binding", "vertraulich", "unbefugt", "unerlaubt", "geschäftsführer",
+         "destinataire", "strictement interdit", "destinatario")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
 _BLOCKS = re.compile(r"\n[ \t]*\n")
 
 
+def _strong(lowered: str) -> bool:
+    return any(anchor in lowered and pattern.search(lowered)
+               for anchor, pattern in _STRONG)
+
+
+def _weak_cues(lowered: str) -> int:
+    return sum(1 for word in _WEAK if word in lowered)
+
+
 def _is_boilerplate(sentence: str) -> int:
     """2: boilerplate by itself; 1: a hint (boilerplate next to boilerplate); 0: text."""
-    if _STRONG.search(sentence):
+    lowered = sentence.lower()
+    if _strong(lowered):
         return 2
-    hits = {match.group(0).lower()[:6] for match in _WEAK.finditer(sentence)}
-    return 2 if len(hits) >= 2 else len(hits)
+    return min(2, _weak_cues(lowered))
 
 
 def split_boilerplate(text: str) -> tuple[str, str]:
@@ -68,13 +106,15 @@ def split_boilerplate(text: str) -> tuple[str, str]:
     weak cue next to boilerplate.  A block that is all boilerplate goes whole; otherwise
     only its boilerplate sentences go (a banner glued to the first line of the message).
     """
-    lowered = text.lower()
-    if not any(word in lowered for word in _TRIGGERS):
+    lowered_text = text.lower()
+    if not any(word in lowered_text for word in _STRONG_WORDS) and \
+            _weak_cues(lowered_text) < 2:
         return text, ""
     kept: list[str] = []
     aside: list[str] = []
     for block in _BLOCKS.split(text):
-        if not block.strip() or not any(word in block.lower() for word in _TRIGGERS):
+        lowered = block.lower()
+        if not block.strip() or not (_strong(lowered) or _weak_cues(lowered) >= 2):
             kept.append(block)
             continue
         sentences = _SENTENCE_END.split(" ".join(block.split()))

@@ -108,6 +108,12 @@ class DetectorSettings:
 
     # Estimated shingle resemblance at or above which a message is a near-duplicate.
     resemblance_threshold: float = 0.35
+    # The same threshold when both messages come from one sender under one subject (a
+    # resend with its typos fixed), and when they come from one sender domain under
+    # different subjects with no thread between them (two messages sharing a template,
+    # a newsletter's masthead, a signature block).
+    same_subject_threshold: float = 0.25
+    other_subject_threshold: float = 0.7
     # Bodies with fewer words than this are matched exactly only (digest, Message-ID).
     min_words: int = 12
     # Seed 000's rule: a histogram in the ±window sum range differing in ≤ max_positions bins.
@@ -253,6 +259,10 @@ class Settings:
             (fp.chunk_sample >= 1, "fingerprint.chunk_sample", "must be at least 1"),
             (0.0 < detector.resemblance_threshold <= 1.0,
              "detector.resemblance_threshold", "must be in (0, 1]"),
+            (0.0 < detector.same_subject_threshold <= 1.0,
+             "detector.same_subject_threshold", "must be in (0, 1]"),
+            (0.0 < detector.other_subject_threshold <= 1.0,
+             "detector.other_subject_threshold", "must be in (0, 1]"),
             (0.0 < detector.attachment_threshold <= 1.0,
              "detector.attachment_threshold", "must be in (0, 1]"),
             (detector.min_words >= 0, "detector.min_words", "must be 0 or more"),

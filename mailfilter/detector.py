@@ -196,6 +196,7 @@ class Detector:
             posting_cap=s.posting_cap,
             max_candidates=s.max_candidates,
             histogram_candidates=s.histogram_candidates,
+            part_digests=fp.part_digests,
         )
 
     def check(self, fp: Fingerprint, message_id: str | None,

@@ -22,6 +22,7 @@ MAX_THREAD_KEYS = 6
 _NAME_MAX = 80
 _HEAD = struct.Struct(">BBQQQQQIQQIB")
 _ATTACHMENT = struct.Struct(">QIB")
+_BITS_BYTES = 128       # identifiers.IDENTIFIER_BITS // 8
 
 
 def key64(text: str | bytes | None) -> int:
@@ -60,8 +61,8 @@ class Features:
     subject: int = 0                 # key64 of the subject without Re:/Fwd:/[tags]
     thread: tuple[int, ...] = ()     # key64 of In-Reply-To and References ids
     quoted: int = 0                  # key64 of the quoted text, folded (0: none)
-    identifiers: tuple[int, ...] = ()   # bottom-k identifier hashes (identifiers.py)
-    identifiers_truncated: bool = False
+    identifiers: tuple[int, ...] = ()   # identifier hashes, when few (identifiers.py)
+    identifier_bits: bytes = b""        # else their 1024-bit map
     calendar: CalendarSummary | None = None
     attachments: tuple[AttachmentSummary, ...] = ()
     attachment_bytes: int = 0        # decoded bytes of all non-calendar attachments
@@ -75,7 +76,7 @@ class Features:
 
     def encode(self) -> bytes:
         calendar = self.calendar
-        flags = (1 if self.identifiers_truncated else 0) | (2 if calendar else 0)
+        flags = (1 if self.identifier_bits else 0) | (2 if calendar else 0)
         method = (calendar.method.encode("ascii", "replace")[:16] if calendar else b"")
         parts = [
             _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_domain, self.subject,
@@ -89,6 +90,7 @@ class Features:
                         *self.thread[:MAX_THREAD_KEYS]),
             struct.pack(f">B{len(self.identifiers)}I", len(self.identifiers),
                         *self.identifiers),
+            self.identifier_bits,
             struct.pack(">B", min(len(self.attachments), MAX_ATTACHMENTS)),
         ]
         for attachment in self.attachments[:MAX_ATTACHMENTS]:
@@ -115,6 +117,10 @@ class Features:
         count = data[offset]
         identifiers = struct.unpack_from(f">{count}I", data, offset + 1)
         offset += 1 + 4 * count
+        identifier_bits = b""
+        if flags & 1:
+            identifier_bits = bytes(data[offset:offset + _BITS_BYTES])
+            offset += _BITS_BYTES
         count = data[offset]
         offset += 1
         attachments = []
@@ -126,7 +132,7 @@ class Features:
             attachments.append(AttachmentSummary(digest, size, name))
         calendar = CalendarSummary(calendar_key, uid, sequence, method) if flags & 2 else None
         return cls(sender, sender_domain, subject, thread, quoted, identifiers,
-                   bool(flags & 1), calendar, tuple(attachments), attachment_bytes,
+                   identifier_bits, calendar, tuple(attachments), attachment_bytes,
                    text_bytes)
 
 

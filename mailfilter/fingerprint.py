@@ -30,7 +30,7 @@ from mailfilter.features import (
     Features,
     key64,
 )
-from mailfilter.identifiers import identifier_sample, identifiers
+from mailfilter.identifiers import identifier_summary, identifiers
 from mailfilter.invitations import calendar_summary, is_calendar
 from mailfilter.message import Message, raw_body
 
@@ -59,6 +59,10 @@ class Fingerprint:
     features: Features = EMPTY
     # The identifiers themselves (the record keeps only hashes), for explaining.
     identifier_names: tuple[str, ...] = ()
+    # Short texts only: the digests of their parts (each paragraph; all but the first;
+    # all but the last), under which a short message it re-sends with a line added is
+    # stored.
+    part_digests: tuple[bytes, ...] = ()
 
     @property
     def has_attachments(self) -> bool:
@@ -216,6 +220,24 @@ def text_digest(text: str, attachment_digests: Iterable[bytes] = (),
     return hasher.digest()
 
 
+PART_DIGEST_WORDS = 60
+_PARAGRAPHS = re.compile(r"\n[ \t]*\n")
+
+
+def part_digests(text: str, attachment_digests: Sequence[bytes], whole: bytes
+                 ) -> tuple[bytes, ...]:
+    """Digests (as :func:`text_digest`) of the parts of a short text a shorter message it
+    re-sends could be: each paragraph, the text without its first paragraph, and without
+    its last; at most 8, the whole text's own digest left out."""
+    paragraphs = [p for p in _PARAGRAPHS.split(text) if _TOKEN.search(p)]
+    if len(paragraphs) < 2:
+        return ()
+    parts = paragraphs + ["\n\n".join(paragraphs[1:]), "\n\n".join(paragraphs[:-1])]
+    found = dict.fromkeys(text_digest(part, attachment_digests) for part in parts)
+    found.pop(whole, None)
+    return tuple(found)[:8]
+
+
 def chunk_digests(data: bytes, average: int) -> list[tuple[int, int]]:
     """FastCDC chunks of ``data`` as (xxh3-64 digest, length), in order."""
     if not data:
@@ -266,7 +288,10 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         chunks.extend(chunk_digests(attachment.data, chunk_average))
     sampled = sorted(set(chunks))[:chunk_sample] if chunks else []
     names = identifiers(message.text, message.subject)
+    digest = text_digest(message.text, attachment_digests, message.whole_body)
     return Fingerprint(
+        part_digests=part_digests(message.text, attachment_digests, digest)
+        if len(tokens) <= PART_DIGEST_WORDS else (),
         features=message_features(message, names),
         identifier_names=tuple(names[:64]),
         histogram=hist,
@@ -275,7 +300,7 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         sketch=sketch,
         shingle_count=len(distinct),
         word_count=len(tokens),
-        digest=text_digest(message.text, attachment_digests, message.whole_body),
+        digest=digest,
         chunks=tuple(sampled),
         attachment_bytes=attachment_bytes,
         tail_sketch=tuple(value for value in sketch if value in tail),
@@ -323,7 +348,7 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
     files = [a for a in message.attachments if not is_calendar(a.content_type, a.filename)
              and len(a.data) >= MIN_ATTACHMENT_BYTES]
     files.sort(key=lambda a: len(a.data), reverse=True)
-    sample, truncated = identifier_sample(
+    hashes, bits = identifier_summary(
         identifiers(message.text, message.subject) if names is None else names)
     return Features(
         sender=key64(message.sender),
@@ -331,8 +356,8 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
         subject=key64(normal_subject(message.subject)),
         thread=tuple(message_id_key64(i) for i in message.thread),
         quoted=key64(quoted_words),
-        identifiers=sample,
-        identifiers_truncated=truncated,
+        identifiers=hashes,
+        identifier_bits=bits,
         calendar=calendar,
         attachments=tuple(AttachmentSummary(xxhash.xxh3_64_intdigest(a.data), len(a.data),
                                             a.filename or "") for a in files[:MAX_ATTACHMENTS]),

@@ -16,7 +16,7 @@ one newsletter.  Pure functions, no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import xxhash
 
@@ -34,23 +34,25 @@ _TLD_END = r"(?![\w-]|\.[\w-])"    # the name ends there (no further label)
 _TLD_HINT = re.compile(rf"\.(?:{_TLDS}){_TLD_END}", re.IGNORECASE)
 _HOST = re.compile(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLDS}){_TLD_END}",
                    re.IGNORECASE)
-# Words are read as the shingles read them (runs of letters and digits).  A word of digits
-# is a number; a hexadecimal word of 7+ characters with a digit and a letter is a commit
-# id or a hash; any other word counts by its digit runs only ("web03" is 03, "INV-0042" is
-# 0042, "24want" is 24), so that an edit that drops a space makes no new data.
-_WORDS = re.compile(r"[^\W_]+")
-_DIGITS = re.compile(r"\d+")
-_HEX = frozenset("0123456789abcdef")
-_DIGIT = re.compile(r"\d")
-# ASCII letters map to lower case, digits to themselves, everything else to a space.
-_ASCII_WORDS = bytes(
+# Words are read as the shingles read them (runs of letters and digits, lower case).  A
+# word with a digit counts by its digits alone ("web03" is 03, "INV-0042" is 0042, "24want"
+# is 24: an edit that drops a space makes no new data), except a commit id or hash: a
+# hexadecimal word of 7+ characters with a digit and a letter counts whole.  Punctuation
+# splits numbers (10:30 is 10 and 30), and a value that occurs again counts again.
+_LOWER_WORDS = bytes(
     (byte | 0x20) if chr(byte).isascii() and chr(byte).isalpha() else
     byte if chr(byte).isdigit() and byte < 128 else 0x20 for byte in range(256))
-# Identifiers kept per message (the smallest hashes: a bottom-k sample of longer lists).
-MAX_IDENTIFIERS = 48
+_LETTERS = bytes(range(ord("a"), ord("z") + 1))
+_HEX_LETTERS = b"abcdef"
+_NOT_HEX = bytes(set(_LETTERS) - set(_HEX_LETTERS))
+_WORDS = re.compile(r"[^\W_]+")
+_NOT_DIGITS = re.compile(r"\D+")
+# A record keeps the hashes of up to this many different identifiers, else a bit map.
+EXACT_IDENTIFIERS = 32
+IDENTIFIER_BITS = 1024
 
 
-def _take_hosts(source: str, found: dict[str, None]) -> str:
+def _take_hosts(source: str, found: list[str]) -> str:
     """Add the host names of ``source`` to ``found``; ``source`` without them.  Each place
     where a top-level domain ends a word is looked at, not every position of the text."""
     spans = []
@@ -59,7 +61,7 @@ def _take_hosts(source: str, found: dict[str, None]) -> str:
                     source.rfind("\t", 0, hint.start())) + 1
         host = _HOST.search(source, start, hint.end())
         if host is not None and host.end() == hint.end():
-            found.setdefault(host.group(0).lower(), None)
+            found.append(host.group(0).lower())
             spans.append((host.start(), host.end()))
     if not spans:
         return source
@@ -71,34 +73,61 @@ def _take_hosts(source: str, found: dict[str, None]) -> str:
     return " ".join(pieces)
 
 
-def _words_with_digits(text: str) -> list[str]:
-    """The words of ``text`` that hold a digit, lower case, in order."""
-    if text.isascii():
-        return [word.decode("ascii") for word in
-                text.encode("ascii").translate(_ASCII_WORDS).split() if not word.isalpha()]
-    return [word.lower() for word in _WORDS.findall(text) if not word.isalpha()]
+def _without_links(text: str) -> str:
+    """``text`` without its words that are URLs or mail addresses (only lines that hold
+    one are split into words)."""
+    lines = text.split("\n")
+    for number, line in enumerate(lines):
+        if "@" in line or "://" in line or "www." in line.lower():
+            lines[number] = " ".join(word for word in line.split() if "@" not in word
+                                     and "://" not in word and "www." not in word.lower())
+    return "\n".join(lines)
+
+
+def _numbered_words(source: str, found: list[str]) -> None:
+    """Append the identifiers among the words of ``source`` to ``found``."""
+    if source.isascii():
+        for word in source.encode("ascii").translate(_LOWER_WORDS).split():
+            if word.isalpha():
+                continue
+            if word.isdigit():
+                found.append(word.decode("ascii"))
+            elif len(word) >= 7 and word.translate(None, _NOT_HEX) == word:
+                found.append(word.decode("ascii"))          # hexadecimal: a commit id
+            else:
+                found.append(word.translate(None, _LETTERS).decode("ascii"))
+        return
+    for word in _WORDS.findall(source.lower()):
+        if word.isalpha():
+            continue
+        if word.isdigit() or (len(word) >= 7 and set(word) <= _HEX_CHARS):
+            found.append(word)
+        else:
+            found.append(_NOT_DIGITS.sub("", word) or word)
+
+
+_HEX_CHARS = frozenset("0123456789abcdef")
 
 
 def identifiers(text: str, subject: str = "") -> list[str]:
     """The identifiers of ``text`` and of the subject (tags and Re:/Fwd: removed), lower
-    case, in order of appearance, each once."""
-    found: dict[str, None] = {}
+    case, in order of appearance; a value that occurs again is listed again with its
+    count (``39``, ``39#2``): a report in which one of two equal figures changed differs."""
+    found: list[str] = []
     for source in (_SUBJECT_TAGS.sub(" ", subject) if subject else "", text):
         if not source:
             continue
         if "@" in source or "://" in source or "www." in source or "WWW." in source:
-            source = " ".join(word for word in source.split() if "@" not in word
-                              and "://" not in word and "www." not in word.lower())
-        if "." in source:
+            source = _without_links(source)
+        if "." in source and _TLD_HINT.search(source):
             source = _take_hosts(source, found)
-        for word in _words_with_digits(source):
-            if word.isdigit() or (len(word) >= 7 and _HEX.issuperset(word)
-                                  and not word.isdigit()):
-                found.setdefault(word, None)
-            else:
-                for digits in _DIGITS.findall(word):
-                    found.setdefault(digits, None)
-    return list(found)
+        _numbered_words(source, found)
+    counts: dict[str, int] = {}
+    numbered = []
+    for value in found:
+        counts[value] = count = counts.get(value, 0) + 1
+        numbered.append(value if count == 1 else f"{value}#{count}")
+    return numbered
 
 
 def identifier_hash(token: str) -> int:
@@ -106,28 +135,42 @@ def identifier_hash(token: str) -> int:
     return xxhash.xxh3_64_intdigest(token.encode("utf-8", "surrogatepass")) & 0xFFFFFFFF
 
 
-def identifier_sample(tokens: Iterable[str], limit: int = MAX_IDENTIFIERS
-                      ) -> tuple[tuple[int, ...], bool]:
-    """(the ``limit`` smallest distinct hashes, sorted; whether any were left out)."""
-    hashes = sorted({identifier_hash(token) for token in tokens})
-    return tuple(hashes[:limit]), len(hashes) > limit
+def identifier_summary(tokens: Iterable[str]) -> tuple[tuple[int, ...], bytes]:
+    """What a record keeps of its identifiers: their hashes, sorted, when there are at most
+    ``EXACT_IDENTIFIERS`` different ones; else a 1024-bit map of them (128 bytes).
 
-
-def identifier_difference(ours: tuple[int, ...], ours_truncated: bool,
-                          theirs: tuple[int, ...], theirs_truncated: bool
-                          ) -> tuple[set[int], set[int]]:
-    """(hashes only in ours, hashes only in theirs), as far as both samples can tell.
-
-    Both samples are bottom-k: below the smaller of their largest kept hashes (when one is
-    truncated), membership is exact on both sides, so the difference is exact there.
+    A long report (apt logs, df over many file systems) has hundreds; a sample of them
+    would miss the few that changed, a bit map does not (a value that changed sets a bit
+    the other report lacks, unless another value already set it: about 1 time in 5 at 200
+    values, and a changed report changes several).
     """
-    limit = None
-    if ours_truncated and ours:
-        limit = ours[-1]
-    if theirs_truncated and theirs:
-        limit = theirs[-1] if limit is None else min(limit, theirs[-1])
-    mine, other = set(ours), set(theirs)
-    if limit is not None:
-        mine = {value for value in mine if value <= limit}
-        other = {value for value in other if value <= limit}
-    return mine - other, other - mine
+    hashes = sorted({identifier_hash(token) for token in tokens})
+    if len(hashes) <= EXACT_IDENTIFIERS:
+        return tuple(hashes), b""
+    bits = 0
+    for value in hashes:
+        bits |= 1 << (value % IDENTIFIER_BITS)
+    return (), bits.to_bytes(IDENTIFIER_BITS // 8, "big")
+
+
+def _as_bits(hashes: Iterable[int], bits: bytes) -> int:
+    if bits:
+        return int.from_bytes(bits, "big")
+    value = 0
+    for one in hashes:
+        value |= 1 << (one % IDENTIFIER_BITS)
+    return value
+
+
+def identifier_difference(ours: tuple[int, ...], our_bits: bytes, theirs: tuple[int, ...],
+                          their_bits: bytes) -> tuple[Callable[[str], bool], bool, bool]:
+    """Compare two summaries: (is this identifier of ours missing from theirs?, whether we
+    have one they lack, whether they have one we lack).  Exact when both kept hashes; with
+    a bit map on either side, a difference is never invented, only sometimes missed."""
+    if not our_bits and not their_bits:
+        mine, other = set(ours), set(theirs)
+        return ((lambda token: identifier_hash(token) not in other),
+                bool(mine - other), bool(other - mine))
+    mine_bits, other_bits = _as_bits(ours, our_bits), _as_bits(theirs, their_bits)
+    return ((lambda token: not other_bits >> (identifier_hash(token) % IDENTIFIER_BITS) & 1),
+            bool(mine_bits & ~other_bits), bool(other_bits & ~mine_bits))

@@ -23,7 +23,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from mailfilter.boilerplate import split_boilerplate
 from mailfilter.invitations import CALENDAR_TYPES
-from mailfilter.quotes import has_attribution, split_reply
+from mailfilter.quotes import has_attribution, split_reply, split_signoff
 
 # A body separator exactly as chisto finds it: the first two consecutive LF bytes.
 _CHISTO_SEPARATOR = b"\n\n"
@@ -450,6 +450,8 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         # yet nobody replied to anything: the whole text is the message.
         text, quoted = full_text, ""
     text, boilerplate = split_boilerplate(text)
+    sender_field = decode_header_text(headers.get("from", ""))
+    text, _signoff = split_signoff(text, _display_name(sender_field))
     if not _WORD.search(text) and collector.html_sources and not collector.attachments:
         # Text-less HTML (image-only spam): let its markup make the digest and chunks.
         collector.attachments.append(Attachment("text/html", None,
@@ -465,7 +467,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         headers=tuple(fields),
         whole_body=whole_body,
         boilerplate=boilerplate,
-        sender=_address(decode_header_text(headers.get("from", ""))),
+        sender=_address(sender_field),
         subject=subject,
         thread=_thread(headers),
         text_length=len(full_text),
@@ -502,6 +504,14 @@ def decode_header_text(value: str) -> str:
         return "".join(pieces)
     except Exception:  # noqa: BLE001 - an undecodable word stays as it came
         return value
+
+
+def _display_name(value: str) -> str:
+    """The display name of a From value ("Ann Lee" of "Ann Lee <ann@x>"), or ""."""
+    name = value.split("<", 1)[0] if "<" in value else ""
+    if not name and "(" in value:       # old style: ann@x (Ann Lee)
+        name = value[value.find("(") + 1:value.rfind(")")]
+    return name.strip().strip('"').strip()
 
 
 def _address(value: str) -> str | None:

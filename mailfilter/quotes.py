@@ -64,9 +64,13 @@ _SIGNATURE_FIRST_LINE = re.compile(r"-- ?(?:\n|\Z)")
 _SIGNATURE_LINE = re.compile(r"\n-- ?(?:\n|\Z)")
 _MOBILE_SIGNATURE = re.compile(
     r"^[ \t]*(?:sent from (?:my |the )?[\w .'-]{2,40}|get outlook for (?:ios|android)"
+    r"(?:[ \t]*<[^>\n]{1,200}>)?"
     r"|sent from (?:outlook|mail|yahoo mail)(?: for [\w ]{2,20})?|von meinem [\w -]{2,30} "
     r"gesendet|envoyé de mon [\w -]{2,30})[ \t.!]*$", re.MULTILINE | re.IGNORECASE)
-_RULE_LINE = re.compile(r"^[ \t]*[-=_~*#]{10,}[ \t]*$", re.MULTILINE)
+# A rule line: 10+ of -=_~*#, or a rule with a few words in it ("---- Yahoo! Groups Sponsor
+# ---~-->", "===== List footer =====").
+_RULE_LINE = re.compile(
+    r"^[ \t]*(?:[-=_~*#]{10,}|[-=_~*#]{4,}[^\n]{1,60}?[-=_~*#]{4,})[~>-]*[ \t]*$", re.MULTILINE)
 _CASE_SENSITIVE = {pattern: re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
                    for pattern in (_OUTLOOK_ORIGINAL, _FORWARD_WORDS, _ATTRIBUTION_END,
                                    _MOBILE_SIGNATURE, _BLOCK_FROM)}
@@ -131,19 +135,21 @@ def _header_block_end(text: str, position: int) -> int:
     return len(text)
 
 
-def _reply_block(text: str) -> tuple[int, int] | None:
+def _reply_block(text: str, begin: int = 0) -> tuple[int, int] | None:
     """(start, end of header block) of the first reply header block below some new text:
     a ``From:`` line with a ``Sent:``/``Date:`` line among the next three pseudo-header
     lines — Outlook's (under a line of underscores, or alone), Outlook Web's, phones'.
     A block with no words above it starts a pasted or forwarded message, not a reply."""
     for found in _scan(_BLOCK_FROM, text):
+        if found.start() < begin:
+            continue
         start = text.rfind("\n", 0, found.start()) + 1
         while start > 0:            # the block may begin with To:, Date: … above From:
             above = text.rfind("\n", 0, start - 1) + 1
             if not _PSEUDO_HEADER.match(text, above, start):
                 break
             start = above
-        if not _WORDS_ABOVE.search(_FORWARD_LINE.sub("", text[:start])):
+        if not _WORDS_ABOVE.search(_FORWARD_LINE.sub("", text[begin:start])):
             continue
         end = _header_block_end(text, start)
         block = text[start:end].split("\n")
@@ -157,10 +163,11 @@ def _reply_block(text: str) -> tuple[int, int] | None:
     return None
 
 
-def _is_inline_reply(text: str, start: int, block_end: int) -> bool:
-    """Outlook Express style: nothing but blank or quoted lines above the separator, and
-    the quoted original (answered between its lines) right below its header block."""
-    above = text[:start]
+def _is_inline_reply(text: str, start: int, block_end: int, begin: int = 0) -> bool:
+    """Outlook Express style: nothing but blank or quoted lines above the separator (from
+    ``begin``, where a forwarded message starts), and the quoted original (answered
+    between its lines) right below its header block."""
+    above = text[begin:start]
     if any(line.strip() and not line.lstrip().startswith(">") for line in above.split("\n")):
         return False
     return text[block_end:].lstrip("\n").lstrip().startswith(">")
@@ -205,11 +212,13 @@ def _forward_lines(text: str) -> list[re.Match[str]]:
     return found
 
 
-def _reply_separator(text: str, forwards: list[re.Match[str]]) -> tuple[int, int] | None:
-    """(start, header block end) of the first reply separator, or None.  A header block
-    right under a forward separator line belongs to the forward, not to a reply."""
-    original = next(_scan(_OUTLOOK_ORIGINAL, text), None)
-    block = _reply_block(text)
+def _reply_separator(text: str, forwards: list[re.Match[str]], begin: int = 0
+                     ) -> tuple[int, int] | None:
+    """(start, header block end) of the first reply separator from ``begin`` on, or None.
+    A header block right under a forward separator line belongs to the forward."""
+    original = next((hit for hit in _scan(_OUTLOOK_ORIGINAL, text) if hit.start() >= begin),
+                    None)
+    block = _reply_block(text, begin)
     if block is not None and any(not text[line.end():block[0]].strip() for line in forwards):
         block = None
     if original is not None and (block is None or original.start() <= block[0]):
@@ -231,6 +240,31 @@ def _attributions(text: str) -> list[tuple[int, int]]:
                 text, above) and _ATTRIBUTION.fullmatch(text, above, match.end()):
             found.append((above, end))
     return found
+
+
+_QUOTE_MARK = re.compile(r"^[ \t]*> ?", re.MULTILINE)
+
+
+def _unquote_forwarded(text: str) -> str:
+    """A forward whose forwarded message is quoted with ``>`` (Apple Mail's plain text):
+    one level of quoting removed from its first quoted forward separator or ``From:``
+    line on, so that the forwarded text counts as the message's (a forward is a
+    near-duplicate of what it forwards, not a reply to it)."""
+    for line in _LINE.finditer(text):
+        content = line.group(0)
+        if not content.lstrip().startswith(">"):
+            continue
+        # Only when the quoting begins with the forwarded message's own separator, or with
+        # its header right under an unquoted separator: quotes further down belong to the
+        # forwarded message itself.
+        inner = _QUOTE_MARK.sub("", content, count=1)
+        above = text[:line.start()].rstrip().rpartition("\n")[2]
+        if _FORWARD_LINE.match(inner.rstrip("\n")) or (
+                _BLOCK_FROM.match(inner) and _FORWARD_LINE.match(above)):
+            start = line.start()
+            return text[:start] + _QUOTE_MARK.sub("", text[start:])
+        return text
+    return text
 
 
 def _wrapped_quote_tails(text: str) -> str:
@@ -258,15 +292,25 @@ def split_reply(text: str, *, forward: bool = False) -> Reply:
     """
     aside: list[str] = []
     below = ""                      # the original under a reply separator
-    separator = _reply_separator(text, _forward_lines(text))
-    if separator is not None:
+    if forward and ">" in text:
+        text = _unquote_forwarded(text)
+    # A forward named by its subject (Outlook's FW: has no forward line, only a reply
+    # separator) keeps the text below its first separator; separators further down belong
+    # to the forwarded message and end its own text, as they do in that message alone.
+    forwards = _forward_lines(text)
+    forwarding = forward and not forwards
+    begin = 0
+    while (separator := _reply_separator(text, forwards, begin)) is not None:
         start, block_end = separator
         aside.append(text[start:block_end])
-        if forward or _is_inline_reply(text, start, block_end):
+        if forwarding or _is_inline_reply(text, start, block_end, begin):
             text = text[:start] + text[block_end:]
-        else:
-            below = text[block_end:]
-            text = text[:start]
+            forwarding, begin = False, start
+            forwards = _forward_lines(text)
+            continue
+        below = text[block_end:]
+        text = text[:start]
+        break
     for line in reversed(_forward_lines(text)):
         block_end = _header_block_end(text, line.end() + 1)
         aside.append(text[line.start():block_end])
@@ -293,6 +337,70 @@ def split_reply(text: str, *, forward: bool = False) -> Reply:
             text = _QUOTED_LINE.sub("", text)
             quoted_lines = "".join(lines)
     return Reply(text, quoted_lines + "".join(aside) + below, quoted_lines + below)
+
+
+# A closing line ("Best regards,", "Thanks,", "Cheers", "Mit freundlichen Grüßen", …) alone
+# on its line: what follows it, when short, is the writer's name and contact block.
+_SIGNOFF = re.compile(
+    r"^[ \t]*(?:(?:best|kind|warm|warmest|many|with|kindest|best wishes and)?[ \t]*"
+    r"(?:regards|wishes|thanks)(?: and regards)?|thanks?(?: again| so much| a lot| all)?"
+    r"|thank you(?: very much| all)?|cheers|sincerely(?: yours)?|yours(?: truly| sincerely"
+    r"| faithfully)?|best|all the best|respectfully|br|tia|take care|talk soon"
+    r"|mit freundlichen grü(?:ß|ss)en|viele grü(?:ß|ss)e|beste grü(?:ß|ss)e|liebe grü(?:ß|ss)e"
+    r"|gru(?:ß|ss)|grü(?:ß|ss)e|cordialement|bien à vous|bien cordialement|saludos"
+    r"|un saludo|atentamente|met vriendelijke groet(?:en)?|groeten)[ \t]*[,.!]*[ \t]*$",
+    re.IGNORECASE | re.MULTILINE)
+_SIGNOFF_LOWER = re.compile(_SIGNOFF.pattern, re.MULTILINE)
+_SIGNOFF_MAX_LINES = 10
+_SIGNOFF_MAX_CHARS = 700
+
+
+def _name_line(text: str, name: str) -> int | None:
+    """Start of the last line near the end that begins with the writer's name (a
+    signature block without a closing line), when text with words stays above it."""
+    parts = [part for part in re.split(r"[\s,]+", name.lower()) if len(part) > 1]
+    if not parts:
+        return None
+    lowered = text.lower()
+    position = len(text)
+    for _ in range(_SIGNOFF_MAX_LINES):
+        start = lowered.rfind("\n", 0, max(0, position - 1)) + 1
+        line = lowered[start:position].strip(" \t\n-–—*_")
+        if line and (line.startswith(parts[0]) or line == parts[-1]):
+            return start
+        if start == 0:
+            return None
+        position = start
+    return None
+
+
+def split_signoff(text: str, sender_name: str = "") -> tuple[str, str]:
+    """(text, the sign-off set aside): from a closing line ("Best regards,") or, without
+    one, from a line that starts with the sender's name, to the end — when that is a short
+    block (at most 10 lines) under text with words.  Two messages from one person share
+    their name, title, company and telephone block; it says nothing of the message."""
+    tail_from = max(0, len(text) - 2 * _SIGNOFF_MAX_CHARS)   # a sign-off is near the end
+    tail = text[tail_from:].lower()
+    found = None
+    if len(tail) == len(text) - tail_from:         # lowering kept every offset
+        for match in _SIGNOFF_LOWER.finditer(tail):
+            found = match
+    else:
+        for match in _SIGNOFF.finditer(text, tail_from):
+            found = match
+    closing = None if found is None else found.start() + (
+        tail_from if found.re is _SIGNOFF_LOWER else 0)
+    starts = [start for start in (closing,
+                                  _name_line(text, sender_name) if sender_name else None)
+              if start is not None and _WORDS_ABOVE.search(text, 0, start)]
+    if not starts:
+        return text, ""
+    start = min(starts)
+    block = text[start:]
+    if len(block) > _SIGNOFF_MAX_CHARS or \
+            sum(1 for line in block.split("\n") if line.strip()) > _SIGNOFF_MAX_LINES:
+        return text, ""
+    return text[:start], block
 
 
 def has_attribution(text: str) -> bool:

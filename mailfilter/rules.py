@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from mailfilter.config import DetectorSettings
 from mailfilter.features import AttachmentSummary, Features
 from mailfilter.fingerprint import Fingerprint, message_id_key64
-from mailfilter.identifiers import identifier_difference, identifier_hash
+from mailfilter.identifiers import identifier_difference
 
 UNIQUE, DUPLICATE, NEAR_DUPLICATE = "unique", "duplicate", "near-duplicate"
 
@@ -104,15 +104,13 @@ def _identifier_conflict(pair: Pair) -> str | None:
     new, stored = pair.new_features, pair.stored_features
     if not new.sender_domain or new.sender_domain != stored.sender_domain:
         return None
-    only_new, only_stored = identifier_difference(
-        new.identifiers, new.identifiers_truncated, stored.identifiers,
-        stored.identifiers_truncated)
-    if not only_new or not only_stored:
+    missing, ours_extra, theirs_extra = identifier_difference(
+        new.identifiers, new.identifier_bits, stored.identifiers, stored.identifier_bits)
+    if not ours_extra or not theirs_extra:
         return None
-    names = [name for name in pair.new.identifier_names if identifier_hash(name) in only_new]
+    names = [name for name in pair.new.identifier_names if missing(name)]
     shown = ", ".join(names[:4]) + (", …" if len(names) > 4 else "")
-    return (f"identifiers differ: {shown or f'{len(only_new)} of its own'} here, "
-            f"{len(only_stored)} other(s) in the match")
+    return f"identifiers differ: {shown or 'some'} here, others in the match"
 
 
 def _calendar(pair: Pair) -> Judgement | None:
@@ -182,13 +180,15 @@ def judge(pair: Pair, settings: DetectorSettings) -> Judgement:
     if short or pair.stored_words < settings.min_words:
         return _short(pair, settings)
     alike = None
-    if pair.resemblance is not None and pair.resemblance >= settings.resemblance_threshold:
-        alike = Judgement(NEAR_DUPLICATE, "shingles", pair.resemblance, "shingles")
+    threshold, why = _threshold(pair, settings)
+    if pair.resemblance is not None and pair.resemblance >= threshold:
+        alike = Judgement(NEAR_DUPLICATE, "shingles", pair.resemblance, "shingles", why)
     elif pair.histogram_match:
         alike = Judgement(NEAR_DUPLICATE, "histogram",
                           1.0 - (pair.histogram_positions or 0) / 36.0, "histogram")
     if alike is None:
-        return Judgement(note=_why_not(pair, settings))
+        return Judgement(rule="subject" if why and threshold > settings.resemblance_threshold
+                         else "", note=_why_not(pair, threshold, why))
     conflict = _identifier_conflict(pair) if settings.compare_identifiers else None
     if conflict is not None:
         return Judgement(rule="identifiers", note=f"{alike.reason} {alike.score:.2f}, but "
@@ -200,8 +200,9 @@ def _short(pair: Pair, settings: DetectorSettings) -> Judgement:
     """A short text (either side): the stored short message sent again with a line added,
     or nothing."""
     new, stored = pair.new_features, pair.stored_features
-    if (pair.stored_words < settings.min_words and pair.stored_sketch
-            and set(pair.stored_sketch) <= set(pair.new.sketch)
+    contained = (pair.stored_sketch and set(pair.stored_sketch) <= set(pair.new.sketch)) \
+        or pair.stored_digest in pair.new.part_digests
+    if (pair.stored_words < settings.min_words and contained
             and pair.new.word_count <= pair.stored_words + settings.min_words):
         context = _context(new, stored)
         if context is not None and _identifier_conflict(pair) is None:
@@ -211,8 +212,30 @@ def _short(pair: Pair, settings: DetectorSettings) -> Judgement:
         f"fewer than {settings.min_words} words on one side: exact match with context only"))
 
 
-def _why_not(pair: Pair, settings: DetectorSettings) -> str:
+def _related(new: Features, stored: Features, stored_message_id: str | None) -> bool:
+    """One thread: a shared thread id, or one names the other."""
+    if new.thread and stored.thread and set(new.thread) & set(stored.thread):
+        return True
+    return bool(stored_message_id and new.thread
+                and message_id_key64(stored_message_id) in new.thread)
+
+
+def _threshold(pair: Pair, settings: DetectorSettings) -> tuple[float, str]:
+    """The resemblance a pair needs, and why it is not the usual one ("" if it is)."""
+    new, stored = pair.new_features, pair.stored_features
+    if new.subject and stored.subject and new.sender_domain \
+            and new.sender_domain == stored.sender_domain:
+        if new.subject == stored.subject and new.sender == stored.sender:
+            return settings.same_subject_threshold, "same sender, same subject"
+        if new.subject != stored.subject and not _related(new, stored,
+                                                          pair.stored_message_id):
+            return settings.other_subject_threshold, \
+                "same sender domain, another subject, another thread"
+    return settings.resemblance_threshold, ""
+
+
+def _why_not(pair: Pair, threshold: float, why: str) -> str:
     if pair.resemblance is not None:
-        return (f"resemblance {pair.resemblance:.2f} below "
-                f"{settings.resemblance_threshold:.2f}")
+        return (f"resemblance {pair.resemblance:.2f} below {threshold:.2f}"
+                + (f" ({why})" if why else ""))
     return "stored message too short for shingles"

@@ -177,6 +177,9 @@ class Probe:
     # At most this many histogram-window matches (closest, then oldest); None: as many as
     # ``max_candidates``.
     histogram_candidates: int | None = None
+    # More exact digests to look up (a short message's parts: see
+    # ``Fingerprint.part_digests``); what they find is reported in ``by_digest``.
+    part_digests: tuple[bytes, ...] = ()
 
     @property
     def histogram_limit(self) -> int:

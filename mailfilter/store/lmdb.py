@@ -338,6 +338,9 @@ class LmdbStore:
             result.by_message_id = self._postings(cursor, probe.message_id_key, 16)
         cursor = txn.cursor(db=self.index["by_digest"])
         result.by_digest = self._postings(cursor, probe.digest, 16)
+        for digest in probe.part_digests:
+            result.by_digest += [i for i in self._postings(cursor, digest, 4)
+                                 if i not in result.by_digest]
         if probe.histogram_window > 0:
             self._histogram_window(txn, probe, result)
         shingles = txn.cursor(db=self.index["by_shingle"])
