@@ -20,7 +20,7 @@ MIN_ATTACHMENT_BYTES = 1024
 MAX_ATTACHMENTS = 8
 MAX_THREAD_KEYS = 6
 _NAME_MAX = 80
-_HEAD = struct.Struct(">BBQQQQQIQQIB")
+_HEAD = struct.Struct(">BBQQQQQQIQQIB")
 _ATTACHMENT = struct.Struct(">QIB")
 _BITS_BYTES = 128       # identifiers.IDENTIFIER_BITS // 8
 
@@ -57,6 +57,7 @@ class Features:
     """Everything the pair rules compare besides text measures."""
 
     sender: int = 0                  # key64 of the From address, lower case
+    sender_name: int = 0             # key64 of the From display name ("X via list": X)
     sender_domain: int = 0           # key64 of its registrable domain
     subject: int = 0                 # key64 of the subject without Re:/Fwd:/[tags]
     thread: tuple[int, ...] = ()     # key64 of In-Reply-To and References ids
@@ -79,7 +80,8 @@ class Features:
         flags = (1 if self.identifier_bits else 0) | (2 if calendar else 0)
         method = (calendar.method.encode("ascii", "replace")[:16] if calendar else b"")
         parts = [
-            _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_domain, self.subject,
+            _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_name,
+                       self.sender_domain, self.subject,
                        self.quoted, calendar.key if calendar else 0,
                        min(calendar.sequence, 0xFFFFFFFF) if calendar else 0,
                        calendar.uid if calendar else 0, self.attachment_bytes,
@@ -106,7 +108,8 @@ class Features:
         (or of a format this version does not know)."""
         if not data or data[0] != FORMAT_VERSION:
             return EMPTY
-        (_version, flags, sender, sender_domain, subject, quoted, calendar_key, sequence, uid,
+        (_version, flags, sender, sender_name, sender_domain, subject, quoted, calendar_key,
+         sequence, uid,
          attachment_bytes, text_bytes, method_length) = _HEAD.unpack_from(data, 0)
         offset = _HEAD.size
         method = data[offset:offset + method_length].decode("ascii", "replace")
@@ -131,7 +134,7 @@ class Features:
             offset += name_length
             attachments.append(AttachmentSummary(digest, size, name))
         calendar = CalendarSummary(calendar_key, uid, sequence, method) if flags & 2 else None
-        return cls(sender, sender_domain, subject, thread, quoted, identifiers,
+        return cls(sender, sender_name, sender_domain, subject, thread, quoted, identifiers,
                    identifier_bits, calendar, tuple(attachments), attachment_bytes,
                    text_bytes)
 

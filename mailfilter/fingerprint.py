@@ -318,16 +318,30 @@ def normal_subject(subject: str) -> str:
     return " ".join(_SUBJECT_PREFIX.sub("", subject).split()).lower()
 
 
+# Mail providers whose users are unrelated people: their domain names no organisation.
+_PROVIDERS = frozenset((
+    "gmail", "googlemail", "yahoo", "ymail", "hotmail", "outlook", "live", "msn", "aol",
+    "icloud", "me", "mac", "gmx", "web", "mail", "yandex", "qq", "163", "126", "proton",
+    "protonmail", "zoho", "comcast", "earthlink", "att", "verizon", "btinternet", "orange",
+    "free", "libero", "t-online", "wanadoo", "rediffmail", "naver", "hanmail", "seznam",
+    "o2", "wp", "interia", "onet", "bigpond", "optusnet", "shaw", "rogers", "sympatico",
+    "juno", "netzero", "cox", "charter", "sbcglobal", "bellsouth", "rocketmail", "lycos",
+    "excite", "fastmail", "tutanota", "posteo", "mailbox", "hushmail", "inbox", "rambler"))
+
+
 def registrable_domain(address: str | None) -> str:
-    """The domain an organisation registered (``mail.example.co.uk`` → ``example.co.uk``),
-    without a list of public suffixes: the last two labels, or three under a common
-    second-level label of a country code."""
+    """The organisation a sender writes for: the domain it registered
+    (``mail.example.co.uk`` → ``example.co.uk``: the last two labels, or three under a
+    common second-level label of a country code; no list of public suffixes), or, at a
+    public mail provider (gmail.com, yahoo.co.uk …), the address itself."""
     if not address or "@" not in address:
         return ""
     labels = address.rpartition("@")[2].strip(".").split(".")
     if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL:
-        return ".".join(labels[-3:])
-    return ".".join(labels[-2:])
+        name, domain = labels[-3], ".".join(labels[-3:])
+    else:
+        name, domain = (labels[-2] if len(labels) >= 2 else labels[-1]), ".".join(labels[-2:])
+    return address if name in _PROVIDERS else domain
 
 
 def message_id_key64(message_id: str) -> int:
@@ -352,6 +366,7 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
         identifiers(message.text, message.subject) if names is None else names)
     return Features(
         sender=key64(message.sender),
+        sender_name=key64(" ".join(message.sender_name.lower().replace('"', "").split())),
         sender_domain=key64(registrable_domain(message.sender)),
         subject=key64(normal_subject(message.subject)),
         thread=tuple(message_id_key64(i) for i in message.thread),

@@ -43,6 +43,7 @@ _BREAK_THEN_NEWLINE = re.compile(
 _MESSAGE_IDS = re.compile(r"<[^<>\s]{1,250}>")
 _ADDRESS = re.compile(r"<([^<>\s]+@[^<>\s]+)>|([^\s<>\"(),;:]+@[^\s<>\"(),;:]+)")
 _ENCODED_WORD = "=?"
+_VIA = re.compile(r"\s+via\s+\S.*$", re.IGNORECASE)
 _MAX_PARTS = 200
 _MAX_DEPTH = 20
 
@@ -83,6 +84,7 @@ class Message:
     # and the ids of In-Reply-To and References (the thread it answers), for the rules
     # that tell a message sent again from a new one that looks alike.
     sender: str | None = None
+    sender_name: str = ""
     subject: str = ""
     thread: tuple[str, ...] = ()
     # Characters of the whole decoded text, quotes and boilerplate included.
@@ -451,7 +453,19 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         text, quoted = full_text, ""
     text, boilerplate = split_boilerplate(text)
     sender_field = decode_header_text(headers.get("from", ""))
-    text, _signoff = split_signoff(text, _display_name(sender_field))
+    sender_name = _display_name(sender_field)
+    if _VIA.search(sender_name):
+        # A list that rewrote From for DMARC ("Ann via list <list@…>"): the writer is in
+        # X-Original-From (Google Groups, Mailman 3) or Reply-To when the list kept it.
+        original = headers.get("x-original-from") or headers.get("x-original-sender") \
+            or headers.get("reply-to")
+        sender_name = _VIA.sub("", sender_name)
+        if original:
+            sender_field = decode_header_text(original)
+            sender_name = _display_name(sender_field) or sender_name
+        else:
+            sender_field = ""
+    text, _signoff = split_signoff(text, sender_name)
     if not _WORD.search(text) and collector.html_sources and not collector.attachments:
         # Text-less HTML (image-only spam): let its markup make the digest and chunks.
         collector.attachments.append(Attachment("text/html", None,
@@ -468,6 +482,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         whole_body=whole_body,
         boilerplate=boilerplate,
         sender=_address(sender_field),
+        sender_name=sender_name,
         subject=subject,
         thread=_thread(headers),
         text_length=len(full_text),

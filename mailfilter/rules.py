@@ -79,7 +79,9 @@ def _context(new: Features, stored: Features) -> str | None:
     shared = _shared_attachment(new, stored)
     if shared is not None:
         return f"same attachment {shared.name or shared.size}"
-    if not new.sender or new.sender != stored.sender:
+    same_address = bool(new.sender) and new.sender == stored.sender
+    same_name = bool(new.sender_name) and new.sender_name == stored.sender_name
+    if not same_address and not same_name:   # a list may have rewritten the address
         return None
     if new.thread and stored.thread and set(new.thread) & set(stored.thread):
         return "same sender, same thread"
