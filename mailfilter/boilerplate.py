@@ -65,7 +65,6 @@ _STRONG = tuple((anchor, re.compile(pattern, re.MULTILINE)) for anchor, pattern 
     ("destinatario", r"si usted no es el destinatario"),
     ("confidencial", r"este (?:mensaje|correo) (?:es|y sus anexos son) confidencial"),
 ))
-_STRONG_WORDS = tuple(anchor for anchor, _ in _STRONG)
 # Weak cues: two different ones make a sentence boilerplate; one extends a neighbour's.
 _WEAK = ("confidential", "privileged", "proprietary information", "unauthori", "prohibited",
          "dissemination", "disclos", "notify the sender", "notify sender", "delete this",
@@ -77,25 +76,31 @@ _WEAK = ("confidential", "privileged", "proprietary information", "unauthori", "
          "errors or omissions", "monitored", "recommendation", "subject to the terms",
          "legally binding", "vertraulich", "unbefugt", "unerlaubt", "geschäftsführer",
          "destinataire", "strictement interdit", "destinatario")
+# Words at least one of which every disclaimer or banner above holds: a text with none of
+# them is left alone after a handful of substring tests (most mail).
+_GATE = ("confidential", "intended", "recipient", "disclaimer", "originated", "external",
+         "caution", "often get", "registered", "before printing", "vertraulich",
+         "confidentiel", "destinat", "adressat", "privileged", "outside your",
+         "outside of", "outside the", "careful with", "gesellschaft", "confidencial")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
 _BLOCKS = re.compile(r"\n[ \t]*\n")
 
 
-def _strong(lowered: str) -> bool:
-    return any(anchor in lowered and pattern.search(lowered)
-               for anchor, pattern in _STRONG)
+def _strong(lowered: str, cues: tuple[tuple[str, re.Pattern[str]], ...] = _STRONG) -> bool:
+    return any(anchor in lowered and pattern.search(lowered) for anchor, pattern in cues)
 
 
-def _weak_cues(lowered: str) -> int:
-    return sum(1 for word in _WEAK if word in lowered)
+def _weak_cues(lowered: str, cues: tuple[str, ...] = _WEAK) -> int:
+    return sum(1 for word in cues if word in lowered)
 
 
-def _is_boilerplate(sentence: str) -> int:
+def _is_boilerplate(sentence: str, strong: tuple[tuple[str, re.Pattern[str]], ...],
+                    weak: tuple[str, ...]) -> int:
     """2: boilerplate by itself; 1: a hint (boilerplate next to boilerplate); 0: text."""
     lowered = sentence.lower()
-    if _strong(lowered):
+    if _strong(lowered, strong):
         return 2
-    return min(2, _weak_cues(lowered))
+    return min(2, _weak_cues(lowered, weak))
 
 
 def split_boilerplate(text: str) -> tuple[str, str]:
@@ -107,18 +112,23 @@ def split_boilerplate(text: str) -> tuple[str, str]:
     only its boilerplate sentences go (a banner glued to the first line of the message).
     """
     lowered_text = text.lower()
-    if not any(word in lowered_text for word in _STRONG_WORDS) and \
-            _weak_cues(lowered_text) < 2:
+    if not any(word in lowered_text for word in _GATE):
+        return text, ""
+    # Only the cues the text holds at all are tried on its blocks and sentences.
+    strong = tuple(cue for cue in _STRONG if cue[0] in lowered_text)
+    weak = tuple(word for word in _WEAK if word in lowered_text)
+    if not strong and len(weak) < 2:
         return text, ""
     kept: list[str] = []
     aside: list[str] = []
     for block in _BLOCKS.split(text):
         lowered = block.lower()
-        if not block.strip() or not (_strong(lowered) or _weak_cues(lowered) >= 2):
+        if not block.strip() or not (_strong(lowered, strong)
+                                     or _weak_cues(lowered, weak) >= 2):
             kept.append(block)
             continue
         sentences = _SENTENCE_END.split(" ".join(block.split()))
-        marks = [_is_boilerplate(sentence) for sentence in sentences]
+        marks = [_is_boilerplate(sentence, strong, weak) for sentence in sentences]
         flagged = [mark == 2 for mark in marks]
         changed = True
         while changed:   # one weak cue next to boilerplate is boilerplate too

@@ -31,7 +31,7 @@ from mailfilter.features import (
     key64,
 )
 from mailfilter.identifiers import identifier_summary, identifiers
-from mailfilter.invitations import calendar_summary, is_calendar
+from mailfilter.invitations import is_calendar
 from mailfilter.message import Message, raw_body
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
@@ -280,14 +280,21 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     sketch = tuple(distinct[:sketch_size].tolist())
     tail_from = max(0, _tail_start(message.text, tokens, stop, tail_lines) - ngram + 1)
     tail = set(positions[tail_from:].tolist())
-    attachment_digests = [xxhash.xxh3_128_digest(a.data) for a in message.attachments]
+    # An invitation counts by its event (UID, SEQUENCE, times), not by the bytes of its
+    # calendar part, which hold the time the copy was made (DTSTAMP): the same invitation
+    # sent again has the same digest.
+    calendar_key = message.calendar.key.to_bytes(8, "big") if message.calendar else b""
+    attachment_digests = [calendar_key if calendar_key and is_calendar(a.content_type,
+                                                                       a.filename)
+                          else xxhash.xxh3_128_digest(a.data) for a in message.attachments]
     chunks: list[tuple[int, int]] = []
     attachment_bytes = 0
     for attachment in message.attachments:
         attachment_bytes += len(attachment.data)
-        chunks.extend(chunk_digests(attachment.data, chunk_average))
+        if not is_calendar(attachment.content_type, attachment.filename):
+            chunks.extend(chunk_digests(attachment.data, chunk_average))
     sampled = sorted(set(chunks))[:chunk_sample] if chunks else []
-    names = identifiers(message.text, message.subject)
+    names = identifiers(message.text, message.subject, None if stop else tokens)
     digest = text_digest(message.text, attachment_digests, message.whole_body)
     return Fingerprint(
         part_digests=part_digests(message.text, attachment_digests, digest)
@@ -354,13 +361,11 @@ def message_id_key64(message_id: str) -> int:
 
 def message_features(message: Message, names: list[str] | None = None) -> Features:
     """The :class:`Features` of a parsed message (pure)."""
-    quoted_words = " ".join(_TOKEN.findall(message.quoted.lower())) if message.quoted else ""
-    calendar_parts = [a.data for a in message.attachments
-                      if is_calendar(a.content_type, a.filename)]
-    defects: list[str] = []
-    calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None
+    quoted_words = b" ".join(w if isinstance(w, bytes) else w.encode("utf-8", "replace")
+                             for w in _words(message.quoted, frozenset())) \
+        if message.quoted else b""
     files = [a for a in message.attachments if not is_calendar(a.content_type, a.filename)
-             and len(a.data) >= MIN_ATTACHMENT_BYTES]
+             and not a.inline and len(a.data) >= MIN_ATTACHMENT_BYTES]
     files.sort(key=lambda a: len(a.data), reverse=True)
     hashes, bits = identifier_summary(
         identifiers(message.text, message.subject) if names is None else names)
@@ -373,7 +378,7 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
         quoted=key64(quoted_words),
         identifiers=hashes,
         identifier_bits=bits,
-        calendar=calendar,
+        calendar=message.calendar,
         attachments=tuple(AttachmentSummary(xxhash.xxh3_64_intdigest(a.data), len(a.data),
                                             a.filename or "") for a in files[:MAX_ATTACHMENTS]),
         attachment_bytes=sum(len(a.data) for a in files),

@@ -16,7 +16,7 @@ one newsletter.  Pure functions, no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import xxhash
 
@@ -84,23 +84,22 @@ def _without_links(text: str) -> str:
     return "\n".join(lines)
 
 
-def _numbered_words(source: str, found: list[str]) -> None:
-    """Append the identifiers among the words of ``source`` to ``found``."""
-    if source.isascii():
-        for word in source.encode("ascii").translate(_LOWER_WORDS).split():
-            if word.isalpha():
-                continue
+def _numbered_words(source: str, found: list[str],
+                    words: Sequence[str] | Sequence[bytes] | None = None) -> None:
+    """Append the identifiers among the words of ``source`` to ``found`` (``words``: its
+    words as the shingles read them, when the caller has them already)."""
+    if words is None:
+        words = (source.encode("ascii").translate(_LOWER_WORDS).split() if source.isascii()
+                 else _WORDS.findall(source.lower()))
+    for word in [word for word in words if not word.isalpha()]:
+        if isinstance(word, bytes):
             if word.isdigit():
                 found.append(word.decode("ascii"))
             elif len(word) >= 7 and word.translate(None, _NOT_HEX) == word:
                 found.append(word.decode("ascii"))          # hexadecimal: a commit id
             else:
                 found.append(word.translate(None, _LETTERS).decode("ascii"))
-        return
-    for word in _WORDS.findall(source.lower()):
-        if word.isalpha():
-            continue
-        if word.isdigit() or (len(word) >= 7 and set(word) <= _HEX_CHARS):
+        elif word.isdigit() or (len(word) >= 7 and set(word) <= _HEX_CHARS):
             found.append(word)
         else:
             found.append(_NOT_DIGITS.sub("", word) or word)
@@ -109,19 +108,24 @@ def _numbered_words(source: str, found: list[str]) -> None:
 _HEX_CHARS = frozenset("0123456789abcdef")
 
 
-def identifiers(text: str, subject: str = "") -> list[str]:
+def identifiers(text: str, subject: str = "",
+                words: Sequence[str] | Sequence[bytes] | None = None) -> list[str]:
     """The identifiers of ``text`` and of the subject (tags and Re:/Fwd: removed), lower
     case, in order of appearance; a value that occurs again is listed again with its
-    count (``39``, ``39#2``): a report in which one of two equal figures changed differs."""
+    count (``39``, ``39#2``): a report in which one of two equal figures changed differs.
+
+    ``words``: the words of ``text`` as the shingles read them (lower case), to save
+    reading them again when the text holds no link, address or host name."""
     found: list[str] = []
-    for source in (_SUBJECT_TAGS.sub(" ", subject) if subject else "", text):
+    for source, known in ((_SUBJECT_TAGS.sub(" ", subject) if subject else "", None),
+                          (text, words)):
         if not source:
             continue
         if "@" in source or "://" in source or "www." in source or "WWW." in source:
-            source = _without_links(source)
+            source, known = _without_links(source), None
         if "." in source and _TLD_HINT.search(source):
-            source = _take_hosts(source, found)
-        _numbered_words(source, found)
+            source, known = _take_hosts(source, found), None
+        _numbered_words(source, found, known)
     counts: dict[str, int] = {}
     numbered = []
     for value in found:

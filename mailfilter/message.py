@@ -22,7 +22,8 @@ import xxhash
 from selectolax.lexbor import LexborHTMLParser
 
 from mailfilter.boilerplate import split_boilerplate
-from mailfilter.invitations import CALENDAR_TYPES
+from mailfilter.features import CalendarSummary
+from mailfilter.invitations import CALENDAR_TYPES, calendar_summary, is_calendar
 from mailfilter.quotes import has_attribution, split_reply, split_signoff
 
 # A body separator exactly as chisto finds it: the first two consecutive LF bytes.
@@ -55,6 +56,9 @@ class Attachment:
     content_type: str
     filename: str | None
     data: bytes
+    # An image shown inside the HTML (Content-ID, or inline disposition): a logo or a
+    # signature picture, part of the layout rather than a file sent.
+    inline: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,8 @@ class Message:
     thread: tuple[str, ...] = ()
     # Characters of the whole decoded text, quotes and boilerplate included.
     text_length: int = 0
+    # The events of its text/calendar parts (mailfilter/invitations.py), if any.
+    calendar: CalendarSummary | None = None
 
     @property
     def is_forward(self) -> bool:
@@ -350,10 +356,13 @@ class _Collector:
                     or _parameter(params, "name"))
         data = transfer_decode(part.body, part.fields.get("content-transfer-encoding", ""),
                                self.defects)
-        self.leaf(media, _known_charset(params.get("charset")), disposition, filename, data)
+        inline = media.startswith("image/") and (
+            "content-id" in part.fields or disposition.lower().lstrip().startswith("inline"))
+        self.leaf(media, _known_charset(params.get("charset")), disposition, filename, data,
+                  inline)
 
     def leaf(self, content_type: str, charset: str | None, disposition: str,
-             filename: str | None, data: bytes) -> None:
+             filename: str | None, data: bytes, inline: bool = False) -> None:
         """One non-multipart part: text (decoded, HTML reduced) or an attachment."""
         maintype, _, subtype = content_type.partition("/")
         is_attachment = disposition.lower().lstrip().startswith("attachment") or (
@@ -366,7 +375,7 @@ class _Collector:
                 text = html_to_text(text)
             self.texts.append(text)
         elif data:
-            self.attachments.append(Attachment(content_type, filename, data))
+            self.attachments.append(Attachment(content_type, filename, data, inline))
 
     def _alternative(self, children: list[_Part], depth: int, default: str) -> None:
         """Prefer text/plain (if it has words), else the richest other choice.  An
@@ -445,13 +454,6 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     defects.extend(collector.defects)
     full_text = "\n".join(collector.texts)
     subject = decode_header_text(headers.get("subject", ""))
-    reply = split_reply(full_text, forward=bool(_FORWARD_SUBJECT.match(subject)))
-    text, quoted = reply.text, reply.quoted
-    if not _WORD.search(text) and _WORD.search(full_text) and not has_attribution(full_text):
-        # All of it looked set aside (a forward quoted with ">", HTML inside <blockquote>),
-        # yet nobody replied to anything: the whole text is the message.
-        text, quoted = full_text, ""
-    text, boilerplate = split_boilerplate(text)
     sender_field = decode_header_text(headers.get("from", ""))
     sender_name = _display_name(sender_field)
     if _VIA.search(sender_name):
@@ -465,7 +467,30 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
             sender_name = _display_name(sender_field) or sender_name
         else:
             sender_field = ""
-    text, _signoff = split_signoff(text, sender_name)
+    reply = split_reply(full_text, forward=bool(_FORWARD_SUBJECT.match(subject)),
+                        writer=sender_name)
+    quoted = reply.quoted
+    if not any(_WORD.search(part) for part in reply.segments) and _WORD.search(full_text) \
+            and not has_attribution(full_text):
+        # All of it looked set aside (a forward quoted with ">", HTML inside <blockquote>),
+        # yet nobody replied to anything: the whole text is the message.
+        parts, writers, quoted = [full_text], [sender_name], ""
+    else:
+        parts, writers = list(reply.segments), list(reply.writers)
+    # Each part (the writer's own text, each message it forwards) loses its disclaimers,
+    # banners and sign-off block on its own: a forwarder's name line must not take the
+    # forwarded message along.
+    boilerplate_parts = []
+    for number, (part, writer) in enumerate(zip(parts, writers, strict=True)):
+        part, boilerplate = split_boilerplate(part)
+        parts[number] = split_signoff(part, writer)[0]
+        boilerplate_parts.append(boilerplate)
+    text = "\n\n".join(part for part in parts if part.strip()) if len(parts) > 1 \
+        else parts[0]
+    boilerplate = "\n\n".join(part for part in boilerplate_parts if part)
+    calendar_parts = [a.data for a in collector.attachments
+                      if is_calendar(a.content_type, a.filename)]
+    calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None
     if not _WORD.search(text) and collector.html_sources and not collector.attachments:
         # Text-less HTML (image-only spam): let its markup make the digest and chunks.
         collector.attachments.append(Attachment("text/html", None,
@@ -486,6 +511,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         subject=subject,
         thread=_thread(headers),
         text_length=len(full_text),
+        calendar=calendar,
     )
 
 

@@ -31,31 +31,48 @@ _QUOTED_LINE = re.compile(r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)", re.MULTILINE)
 # "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, found by the verb at the end
 # of a line first (a literal scan), then checked on that line (or that line and the one
 # above: Gmail wraps a long attribution).
-_ATTRIBUTION_END = re.compile(
-    r"(?:wrote|writes|schrieb|a écrit|escribió)[ \t]*:[ \t]*$", re.MULTILINE | re.IGNORECASE)
+_VERBS = r"wrote|writes|schrieb|a écrit|escribió|schreef|ha scritto|escreveu|skrev|napisał"
+_ATTRIBUTION_END = re.compile(rf"(?:{_VERBS})[ \t\xa0]*:[ \t]*$",
+                              re.MULTILINE | re.IGNORECASE)
 _ATTRIBUTION = re.compile(
-    r"[ \t]*(?:(?:on|am|le|el)\b.{0,200}?\b(?:wrote|writes|schrieb|a écrit|escribió)"
-    r"|.{0,120}?\b(?:wrote|writes))[ \t]*:[ \t]*", re.IGNORECASE | re.DOTALL)
-_ATTRIBUTION_START = re.compile(r"[ \t]*(?:on|am|le|el)\b", re.IGNORECASE)
-_OUTLOOK_ORIGINAL = re.compile(r"^[ \t]*-{2,}[ \t]*original message[ \t]*-{2,}[ \t]*$",
+    rf"[ \t]*(?:(?:on|am|le|el|op|il|em|den|dnia)\b.{{0,200}}?\b(?:{_VERBS})"
+    r"|.{0,120}?\b(?:wrote|writes))[ \t\xa0]*:[ \t]*", re.IGNORECASE | re.DOTALL)
+_ATTRIBUTION_START = re.compile(r"[ \t]*(?:on|am|le|el|op|il|em|den|dnia)\b", re.IGNORECASE)
+_OUTLOOK_ORIGINAL = re.compile(
+    r"^[ \t]*-{2,}[ \t]*(?:original message|ursprüngliche nachricht|message d'origine"
+    r"|mensaje original|oorspronkelijk bericht|messaggio originale|mensagem original)"
+    r"[ \t]*-{2,}[ \t]*$",
                                re.MULTILINE | re.IGNORECASE)
 _UNDERSCORE_LINE = re.compile(r"^[ \t]*_{10,}[ \t]*$", re.MULTILINE)
 _FORWARD_LINE = re.compile(
-    r"^[ \t]*(?:-{2,}[ \t]*forwarded message[ \t]*-{2,}|begin forwarded message:"
-    r"|-{2,}[ \t]*begin forwarded text"
-    r"|-{2,}[ \t]*(?:weitergeleitete nachricht|message transféré)[ \t]*-{2,})[ \t]*$",
+    r"^[ \t]*(?:-{2,}[ \t]*(?:forwarded message"
+    r"|weitergeleitete nachricht|message transféré|mensaje reenviado"
+    r"|doorgestuurd bericht|messaggio inoltrato)[ \t]*-{2,}|begin forwarded message:"
+    r"|-{2,}[ \t]*begin forwarded text|-{2,}[ \t]*forwarded message from [^\n]{1,150}-{2,}"
+    r"|début du message (?:réexpédié|transféré)[ \t]*:|anfang der weitergeleiteten "
+    r"(?:nachricht|e-mail)[ \t]*:|inizio messaggio inoltrato[ \t]*:)[ \t]*$",
     re.MULTILINE | re.IGNORECASE)
 _FORWARD_WORDS = re.compile(
-    r"forwarded message|forwarded text|weitergeleitete nachricht|message transféré",
+    r"forwarded message|forwarded text|weitergeleitete|message transféré"
+    r"|mensaje reenviado|doorgestuurd bericht|messaggio inoltrato|message réexpédié",
     re.IGNORECASE)
+# mutt's closing line of a forwarded message.
+_FORWARD_END = re.compile(r"^[ \t]*-{2,}[ \t]*end (?:of )?forwarded message[ \t]*-{2,}[ \t]*$",
+                          re.MULTILINE | re.IGNORECASE)
+# Header lines of a quoted or forwarded message, as clients write them in English, German,
+# French, Spanish, Dutch, Italian and Portuguese (French puts a space, often a no-break
+# space, before the colon).
 _PSEUDO_HEADER = re.compile(
     r"[ \t]*\*?(?:from|date|sent|subject|to|cc|bcc|reply-to|importance|von|gesendet|datum"
-    r"|an|betreff|de|envoyé|à|objet|enviado|para|asunto)\*?[ \t]*:", re.IGNORECASE)
+    r"|an|betreff|kopie|de|envoyé|date d'envoi|à|objet|cc|enviado|enviado el|fecha|para"
+    r"|asunto|van|verzonden|aan|onderwerp|datum|da|inviato|data|oggetto|a|enviada|assunto"
+    r"|mensagem original)\*?[ \t\xa0]*:", re.IGNORECASE)
 # The first line of a reply header block (Outlook, Outlook Web, phones): "From: …".
-_BLOCK_FROM = re.compile(r"^[ \t]*\*?(?:from|von|de)\*?[ \t]*:[^\n]*\S", re.MULTILINE
-                         | re.IGNORECASE)
-_BLOCK_DATE = re.compile(r"[ \t]*\*?(?:sent|date|gesendet|datum|envoyé|enviado)\*?[ \t]*:",
-                         re.IGNORECASE)
+_BLOCK_FROM = re.compile(r"^[ \t]*\*?(?:from|von|de|van|da)\*?[ \t\xa0]*:[^\n]*\S",
+                         re.MULTILINE | re.IGNORECASE)
+_BLOCK_DATE = re.compile(
+    r"[ \t]*\*?(?:sent|date|gesendet|datum|envoyé|date d'envoi|enviado|enviado el|fecha"
+    r"|verzonden|inviato|data|enviada)\*?[ \t\xa0]*:", re.IGNORECASE)
 _LINE = re.compile(r"[^\n]*(?:\n|\Z)")
 _WORDS_ABOVE = re.compile(r"[^\W_]")
 # A signature separator line ``-- `` (or ``--``): searched for as "\n--", a literal prefix
@@ -66,25 +83,37 @@ _MOBILE_SIGNATURE = re.compile(
     r"^[ \t]*(?:sent from (?:my |the )?[\w .'-]{2,40}|get outlook for (?:ios|android)"
     r"(?:[ \t]*<[^>\n]{1,200}>)?"
     r"|sent from (?:outlook|mail|yahoo mail)(?: for [\w ]{2,20})?|von meinem [\w -]{2,30} "
-    r"gesendet|envoyé de mon [\w -]{2,30})[ \t.!]*$", re.MULTILINE | re.IGNORECASE)
+    r"gesendet|envoyé de mon [\w -]{2,30}|enviado desde mi [\w -]{2,30}"
+    r"|verstuurd vanaf mijn [\w -]{2,30}|inviato da [\w -]{2,30}"
+    r"|enviado do meu [\w -]{2,30})[ \t.!]*$", re.MULTILINE | re.IGNORECASE)
 # A rule line: 10+ of -=_~*#, or a rule with a few words in it ("---- Yahoo! Groups Sponsor
 # ---~-->", "===== List footer =====").
 _RULE_LINE = re.compile(
     r"^[ \t]*(?:[-=_~*#]{10,}|[-=_~*#]{4,}[^\n]{1,60}?[-=_~*#]{4,})[~>-]*[ \t]*$", re.MULTILINE)
 _CASE_SENSITIVE = {pattern: re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
                    for pattern in (_OUTLOOK_ORIGINAL, _FORWARD_WORDS, _ATTRIBUTION_END,
-                                   _MOBILE_SIGNATURE, _BLOCK_FROM)}
+                                   _MOBILE_SIGNATURE, _BLOCK_FROM, _FORWARD_END)}
 # Words (lower case) one of which every match of the pattern contains: ``in`` over the
 # lower-case copy rules most texts out far faster than running the pattern over them.
 _KEYWORDS = {
-    _OUTLOOK_ORIGINAL: ("original message",),
-    _FORWARD_WORDS: ("forwarded message", "forwarded text", "weitergeleitete nachricht",
-                     "message transféré"),
-    _ATTRIBUTION_END: ("wrote", "writes", "schrieb", "a écrit", "escribió"),
-    _MOBILE_SIGNATURE: ("sent from", "get outlook", "gesendet", "envoyé de"),
-    _BLOCK_FROM: ("from", "von", "de"),
+    _OUTLOOK_ORIGINAL: ("original message", "ursprüngliche nachricht", "message d'origine",
+                        "mensaje original", "oorspronkelijk bericht", "messaggio originale",
+                        "mensagem original"),
+    _FORWARD_WORDS: ("forwarded message", "forwarded text", "weitergeleitete",
+                     "message transféré", "mensaje reenviado", "doorgestuurd bericht",
+                     "messaggio inoltrato", "message réexpédié"),
+    _ATTRIBUTION_END: ("wrote", "writes", "schrieb", "a écrit", "escribió", "schreef",
+                       "ha scritto", "escreveu", "skrev", "napisał"),
+    _MOBILE_SIGNATURE: ("sent from", "get outlook", "gesendet", "envoyé de", "enviado desde",
+                        "verstuurd vanaf", "inviato da", "enviado do"),
+    _FORWARD_END: ("end forwarded", "end of forwarded"),
+    _BLOCK_FROM: ("from:", "from :", "from*:", "von:", "de:", "de :", "de\xa0:", "van:",
+                  "da:"),
 }
+_ALL_KEYWORDS = frozenset(word for words in _KEYWORDS.values() for word in words)
+_KEYWORDS = {pattern: frozenset(words) for pattern, words in _KEYWORDS.items()}
 _FOOTER_LINES = 15
+_RULE_START = re.compile(r"^[ \t]*[-=_~*#]{4}", re.MULTILINE)
 _FOOTER_MIN_WORDS_ABOVE = 12
 # A quoted line at least this long, followed at once by a short unquoted line and then by
 # another quoted line: the short line is the tail that re-wrapping broke off it.
@@ -96,20 +125,31 @@ _WRAPPED_TAIL_MAX = 45
 class Reply:
     """A text split into what its author wrote and what was set aside."""
 
-    text: str          # the new text
+    text: str          # the new text (its segments joined)
     aside: str         # everything set aside (quotes, attributions, signature, footer)
     quoted: str        # of that, the quoted earlier message(s) alone
+    # The new text in parts: the writer's own, then each forwarded message it carries;
+    # with the name of who wrote each part ("" when unknown), so that sign-offs are
+    # recognised part by part (a forwarder's name must not swallow what it forwards).
+    segments: tuple[str, ...] = ()
+    writers: tuple[str, ...] = ()
 
 
 def _scan(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     """``pattern``'s matches in ``text``, found in its lower-case copy when lowering keeps
     every offset: Python's ``re`` is many times slower with IGNORECASE on large texts."""
     lowered = _lowered(text)
-    if not any(word in lowered for word in _KEYWORDS[pattern]):
+    if _KEYWORDS[pattern].isdisjoint(_present(lowered)):
         return iter(())
     if len(lowered) == len(text):
         return _CASE_SENSITIVE[pattern].finditer(lowered)
     return pattern.finditer(text)
+
+
+@functools.lru_cache(maxsize=4)
+def _present(lowered: str) -> frozenset[str]:
+    """Which keywords of all the patterns occur in ``lowered`` (one pass per text)."""
+    return frozenset(word for word in _ALL_KEYWORDS if word in lowered)
 
 
 @functools.lru_cache(maxsize=4)
@@ -185,11 +225,17 @@ def _footer_start(text: str) -> int | None:
         tail_start = previous + 1 if previous >= 0 else 0
         if previous < 0:
             break
-    rule = _RULE_LINE.search(text, tail_start)
-    if rule is None or len(text[:rule.start()].split(None, _FOOTER_MIN_WORDS_ABOVE)) \
+    rule = None
+    # Lines that begin with 4+ rule characters are rare: found by a simple pattern, then
+    # each checked against the whole rule-line pattern.
+    for start in _RULE_START.finditer(text, tail_start):
+        if _RULE_LINE.match(text, start.start()):
+            rule = start.start()
+            break
+    if rule is None or len(text[:rule].split(None, _FOOTER_MIN_WORDS_ABOVE)) \
             < _FOOTER_MIN_WORDS_ABOVE:
         return None
-    return rule.start()
+    return rule
 
 
 def _signature_start(text: str) -> int | None:
@@ -267,54 +313,37 @@ def _unquote_forwarded(text: str) -> str:
     return text
 
 
+_WRAPPED_TAIL = re.compile(
+    rf"^[ \t]*>[^\n]{{{_WRAPPED_QUOTE_MIN - 1},}}\n([ \t]*[^>\s][^\n]{{0,{_WRAPPED_TAIL_MAX - 1}}})"
+    rf"\n(?=[ \t]*>)", re.MULTILINE)
+
+
 def _wrapped_quote_tails(text: str) -> str:
     """Mark (with ``>``) short unquoted lines that re-wrapping broke off a long quoted line:
     a quoted line, then at once a short unquoted one, then a quoted one again."""
-    lines = text.split("\n")
-    changed = False
-    for index in range(1, len(lines) - 1):
-        line = lines[index]
-        if (line.strip() and not line.lstrip().startswith(">")
-                and len(line) <= _WRAPPED_TAIL_MAX
-                and lines[index - 1].lstrip().startswith(">")
-                and len(lines[index - 1]) >= _WRAPPED_QUOTE_MIN
-                and lines[index + 1].lstrip().startswith(">")):
-            lines[index] = "> " + line
-            changed = True
-    return "\n".join(lines) if changed else text
+    tails = [match.start(1) for match in _WRAPPED_TAIL.finditer(text)]
+    for start in reversed(tails):
+        text = text[:start] + "> " + text[start:]
+    return text
 
 
-def split_reply(text: str, *, forward: bool = False) -> Reply:
-    """Split ``text`` into its new text and what was set aside (see the module docstring).
+_FROM_VALUE = re.compile(r"^[ \t]*\*?(?:from|von|de|van|da)\*?[ \t\xa0]*:[ \t]*([^\n]*)",
+                         re.MULTILINE | re.IGNORECASE)
 
-    ``forward`` (from the Subject) keeps the text below an Outlook-style separator, which
-    is then the forwarded message rather than the one replied to.
-    """
-    aside: list[str] = []
-    below = ""                      # the original under a reply separator
-    if forward and ">" in text:
-        text = _unquote_forwarded(text)
-    # A forward named by its subject (Outlook's FW: has no forward line, only a reply
-    # separator) keeps the text below its first separator; separators further down belong
-    # to the forwarded message and end its own text, as they do in that message alone.
-    forwards = _forward_lines(text)
-    forwarding = forward and not forwards
-    begin = 0
-    while (separator := _reply_separator(text, forwards, begin)) is not None:
-        start, block_end = separator
-        aside.append(text[start:block_end])
-        if forwarding or _is_inline_reply(text, start, block_end, begin):
-            text = text[:start] + text[block_end:]
-            forwarding, begin = False, start
-            forwards = _forward_lines(text)
-            continue
-        below = text[block_end:]
-        text = text[:start]
-        break
-    for line in reversed(_forward_lines(text)):
-        block_end = _header_block_end(text, line.end() + 1)
-        aside.append(text[line.start():block_end])
-        text = text[:line.start()] + text[block_end:]
+
+def _writer(block: str) -> str:
+    """The display name in a forwarded message's header block ("" when none)."""
+    found = _FROM_VALUE.search(block)
+    if found is None:
+        return ""
+    value = found.group(1)
+    return value.split("<", 1)[0].strip().strip('"\'*').strip() if "<" in value else ""
+
+
+def _clean_segment(text: str, aside: list[str]) -> tuple[str, str]:
+    """One part of a message (its own text, or a message it forwards), without its
+    signature, phone tagline, list footer, attributions and quoted lines; returns (text,
+    the quoted lines)."""
     signature = _signature_start(text)
     if signature is not None:
         aside.append(text[signature:])
@@ -336,7 +365,61 @@ def split_reply(text: str, *, forward: bool = False) -> Reply:
         if lines:
             text = _QUOTED_LINE.sub("", text)
             quoted_lines = "".join(lines)
-    return Reply(text, quoted_lines + "".join(aside) + below, quoted_lines + below)
+    return text, quoted_lines
+
+
+def split_reply(text: str, *, forward: bool = False, writer: str = "") -> Reply:
+    """Split ``text`` into its new text and what was set aside (see the module docstring).
+
+    ``forward`` (from the Subject) keeps the text below an Outlook-style separator, which
+    is then the forwarded message rather than the one replied to.  Each forwarded message
+    is cleaned as it would be alone (its signature, footer, quotes): a forwarder's ``-- ``
+    tagline above it must not take it along.  ``writer``: the sender's display name.
+    """
+    aside: list[str] = []
+    below = ""                      # the original under a reply separator
+    if forward and ">" in text:
+        text = _unquote_forwarded(text)
+    # A forward named by its subject (Outlook's FW: has no forward line, only a reply
+    # separator) keeps the text below its first separator; separators further down belong
+    # to the forwarded message and end its own text, as they do in that message alone.
+    forwards = _forward_lines(text)
+    forwarding = forward and not forwards
+    cuts: list[tuple[int, int]] = []      # header blocks removed; each starts a new part
+    begin = 0
+    while (separator := _reply_separator(text, forwards, begin)) is not None:
+        start, block_end = separator
+        if forwarding or _is_inline_reply(text, start, block_end, begin):
+            cuts.append((start, block_end))
+            forwarding, begin = False, block_end
+            continue
+        aside.append(text[start:block_end])
+        below = text[block_end:]
+        text = text[:start]
+        break
+    for line in forwards:
+        if line.start() < len(text):
+            cuts.append((line.start(), _header_block_end(text, line.end() + 1)))
+    for line in _scan(_FORWARD_END, text):
+        cuts.append((line.start(), line.end()))
+    segments, writers = [], []
+    position, name = 0, writer
+    for start, end in sorted(set(cuts)):
+        if start < position:
+            continue
+        segments.append(text[position:start])
+        writers.append(name)
+        aside.append(text[start:end])
+        position, name = end, _writer(text[start:end])
+    segments.append(text[position:])
+    writers.append(name)
+    quoted_parts = []
+    for number, segment in enumerate(segments):
+        segments[number], quoted = _clean_segment(segment, aside)
+        quoted_parts.append(quoted)
+    quoted_lines = "".join(quoted_parts)
+    return Reply("\n\n".join(segments), quoted_lines + "".join(aside) + below,
+                 quoted_lines + below, tuple(segments), tuple(writers))
 
 
 # A closing line ("Best regards,", "Thanks,", "Cheers", "Mit freundlichen Grüßen", …) alone
@@ -351,6 +434,10 @@ _SIGNOFF = re.compile(
     r"|un saludo|atentamente|met vriendelijke groet(?:en)?|groeten)[ \t]*[,.!]*[ \t]*$",
     re.IGNORECASE | re.MULTILINE)
 _SIGNOFF_LOWER = re.compile(_SIGNOFF.pattern, re.MULTILINE)
+# Every closing line holds one of these (a literal test before the pattern).
+_SIGNOFF_WORDS = ("regards", "wishes", "thank", "cheers", "sincerely", "yours", "best",
+                  "tia", "take care", "talk soon", "grü", "gruß", "gruss", "cordial",
+                  "bien à vous", "saludo", "atentamente", "groet")
 _SIGNOFF_MAX_LINES = 10
 _SIGNOFF_MAX_CHARS = 700
 
@@ -361,11 +448,10 @@ def _name_line(text: str, name: str) -> int | None:
     parts = [part for part in re.split(r"[\s,]+", name.lower()) if len(part) > 1]
     if not parts:
         return None
-    lowered = text.lower()
     position = len(text)
     for _ in range(_SIGNOFF_MAX_LINES):
-        start = lowered.rfind("\n", 0, max(0, position - 1)) + 1
-        line = lowered[start:position].strip(" \t\n-–—*_")
+        start = text.rfind("\n", 0, max(0, position - 1)) + 1
+        line = text[start:position].strip(" \t\n-–—*_").lower()
         if line and (line.startswith(parts[0]) or line == parts[-1]):
             return start
         if start == 0:
@@ -382,7 +468,9 @@ def split_signoff(text: str, sender_name: str = "") -> tuple[str, str]:
     tail_from = max(0, len(text) - 2 * _SIGNOFF_MAX_CHARS)   # a sign-off is near the end
     tail = text[tail_from:].lower()
     found = None
-    if len(tail) == len(text) - tail_from:         # lowering kept every offset
+    if not any(word in tail for word in _SIGNOFF_WORDS):
+        pass                                        # no closing word at all: no pattern
+    elif len(tail) == len(text) - tail_from:       # lowering kept every offset
         for match in _SIGNOFF_LOWER.finditer(tail):
             found = match
     else:
