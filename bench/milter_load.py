@@ -4,7 +4,7 @@
     python bench/milter_load.py --rounds 3 --messages 300 --nagle
     python bench/milter_load.py --rounds 3 --reference --latency 0
 
-One private Postfix (tests/postfix_harness.py) with one smtpd listener per path, so that no
+One private Postfix (tests/support/postfix.py) with one smtpd listener per path, so that no
 reload happens between runs:
 
   none   smtpd with no milter
@@ -43,9 +43,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
-from milter_support import MilterDaemon  # noqa: E402
-from postfix_harness import PostfixHarness, free_port  # noqa: E402
+sys.path.insert(0, str(HERE.parent))     # the repository's root: tests.support
+from tests.support.daemons import MilterDaemon  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
+from tests.support.postfix import PostfixHarness  # noqa: E402
 
 SMTP_SOURCE = shutil.which("smtp-source") or "/usr/sbin/smtp-source"
 

@@ -144,10 +144,10 @@ def ensure_peers() -> None:
 
 def dupfilter_db() -> list[str] | None:
     """``dupfilter-db`` of this checkout (what its console script runs), None before it exists."""
-    if not (REPO / "mailfilter" / "cli.py").exists():
+    if not (REPO / "mailfilter" / "cli" / "admin.py").exists():
         return None
     return [sys.executable, "-c",
-            "import sys; from mailfilter.cli import db_main; sys.exit(db_main())"]
+            "import sys; from mailfilter.cli.admin import main; sys.exit(main())"]
 
 
 def write_mbox(paths: Sequence[Path], mbox: Path) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from mailfilter.config import DetectorSettings
 from mailfilter.fingerprint import Fingerprint
+from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE
 from mailfilter.similarity import (
     chunk_similarity,
     histogram_distance,
@@ -26,7 +27,6 @@ from mailfilter.store import (
     safe_message_id,
 )
 
-UNIQUE, DUPLICATE, NEAR_DUPLICATE = "unique", "duplicate", "near-duplicate"
 _RANK = {UNIQUE: 0, NEAR_DUPLICATE: 1, DUPLICATE: 2}
 # Fewest sketch hashes left after discounting boilerplate for a resemblance to mean much.
 _MIN_RESIDUAL = 8

@@ -139,8 +139,8 @@ def test_pass_through_keeps_the_message_if_removing_the_header_fails(tmp_path: P
               "def broken(raw):\n"
               "    raise MemoryError('no room to rebuild the header')\n"
               "headers.remove_ours = broken\n"
-              "from mailfilter.cli import filter_main\n"
-              "sys.exit(filter_main())\n")
+              "from mailfilter.cli.pipe import main\n"
+              "sys.exit(main())\n")
     result = run(sys.executable, "-c", script, "--db", str(tmp_path / "s"), "--tag",
                  stdin=raw)
     assert result.returncode == 0, result.stderr

@@ -125,7 +125,7 @@ def test_smtpd_reload_says_a_changed_mode_needs_a_restart(
     import argparse
     import logging
 
-    from mailfilter.smtpd import _settings_loader
+    from mailfilter.smtpd.server import _settings_loader
     path = tmp_path / "site.toml"
     path.write_text('[smtpd]\nmode = "proxy"\n')
     running = load_settings(path)
