@@ -12,6 +12,7 @@ import Milter
 import pytest
 from Milter import testctx
 from support.daemons import parse_fields
+from test_decision import PARTIAL_ROWS
 
 from mailfilter import logs, service
 from mailfilter.config import LogSettings, Settings
@@ -113,6 +114,27 @@ def test_testctx_partial_duplicate_still_reaches_new_recipients(runtime, action)
     ctx, rc = feed(rcpts=("bob@example.test", "carol@example.test"))   # both had it now
     assert rc == {"discard": Milter.DISCARD, "reject": Milter.REJECT,
                   "tempfail": Milter.TEMPFAIL}[action]
+
+
+@pytest.mark.parametrize("row", PARTIAL_ROWS, ids=lambda row: row.id)
+def test_testctx_partial_duplicate_table(runtime, caplog, row):
+    """The planner's partial-duplicate rows through the milter (bob had it, carol not)."""
+    rt = runtime(duplicate=row.duplicate)
+    feed(rcpts=("bob@example.test",))               # recorded under unique = "tag"
+    rt.settings.milter.actions.unique = row.unique
+    with caplog.at_level(logging.INFO, logger=rt.logger.name):
+        ctx, rc = feed(rcpts=("bob@example.test", "carol@example.test"))
+    [line] = [r.getMessage() for r in caplog.records if " action=" in f" {r.getMessage()}"]
+    fields = parse_fields(line)
+    assert (fields["action"], fields.get("note")) == (row.action, row.note)
+    if not row.carol:
+        assert rc == {250: Milter.DISCARD, 550: Milter.REJECT, 451: Milter.TEMPFAIL}[row.reply]
+        return
+    assert rc == Milter.ACCEPT
+    assert ctx._delrcpt == ([] if row.bob else ["<bob@example.test>"])
+    values = ctx._msg.get_all("X-Dupfilter") or []
+    assert [v.split(";")[0] for v in values] == ([row.header] if row.header else [])
+    assert (ctx.quarantined is not None) == row.quarantined
 
 
 def test_testctx_quarantine_and_reject(runtime, tmp_path):

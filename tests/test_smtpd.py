@@ -21,12 +21,14 @@ from typing import BinaryIO
 
 import pytest
 from helpers import make_message, paragraph_text
-from support.daemons import FilterThread, SmtpdDaemon
+from support.daemons import FilterThread, SmtpdDaemon, parse_fields
 from support.ports import free_port
 from support.smtp_sink import SmtpSink
+from test_decision import PARTIAL_ROWS, PartialRow
 
 from mailfilter.config import ConfigError, Settings, load_settings
 from mailfilter.engine import Engine
+from mailfilter.names import SMTPD_ACTIONS
 from mailfilter.smtpd.protocol import FilterSMTP
 from mailfilter.smtpd.server import FilterServer
 from mailfilter.store import StoreError
@@ -633,6 +635,35 @@ def test_discard_drops_only_recipients_who_had_it(make_rig: Callable[..., Rig]) 
     rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
     time.sleep(0.2)
     assert len(rig.next_hop.messages) == 2
+
+
+@pytest.mark.parametrize("row", [row for row in PARTIAL_ROWS
+                                 if {row.duplicate, row.unique} <= set(SMTPD_ACTIONS)],
+                         ids=lambda row: row.id)
+def test_partial_duplicate_table(make_rig: Callable[..., Rig], row: PartialRow) -> None:
+    """The planner's partial-duplicate rows through dupfilter-smtpd (bob had it, carol
+    not); before the queue, so that reject is allowed."""
+    rig = make_rig(mode="proxy", duplicate=row.duplicate)
+    raw = crlf(make_message(body(60), message_id="<table@example.org>"))
+    rig.send(raw, rcpts=("bob@example.net",))       # recorded under unique = "tag"
+    rig.next_hop.received(1)
+    rig.settings.smtpd.actions.unique = row.unique
+    if row.reply == 250:
+        assert rig.send(raw, rcpts=("bob@example.net", "carol@example.net")) == {}
+    else:
+        with pytest.raises(smtplib.SMTPDataError) as caught:
+            rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
+        assert caught.value.smtp_code == row.reply
+    fields = parse_fields(rig.verdict_lines(2)[1].split(" ", 1)[-1])
+    assert (fields["action"], fields.get("note")) == (row.action, row.note)
+    if not row.carol:
+        time.sleep(0.2)
+        assert len(rig.next_hop.messages) == 1
+        return
+    _, got = rig.next_hop.received(2)
+    assert got.recipients == (("bob@example.net",) if row.bob else ()) + ("carol@example.net",)
+    assert [v.split(";")[0] for v in header_values(got.data)] == (
+        [row.header] if row.header else [])
 
 
 def test_reject_in_proxy_mode(make_rig: Callable[..., Rig]) -> None:
