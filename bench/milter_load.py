@@ -22,7 +22,8 @@ counted; any shortfall is reported as lost.  Per run, the CPU of the milter proc
 the whole machine (``/proc/stat``, every process: Postfix, the sink, the milter) are
 divided by the messages: on a machine the runs keep busy, the ratio follows the machine's
 CPU per message.  The order of the paths rotates each round; the
-ratio column is the median of the per-round ratios to ``none`` (see recipes section 11).
+ratio column is the median of the per-round ratios to ``none`` (rounds, not runs, are
+compared: the machine's load changes between rounds).
 smtp-source sends the same body every time (only Message-Id differs), so after the first
 message each one is a duplicate: the milter checks, tags and records every message.
 With ``--latency N`` (default 25) each round also times N messages sent one at a time per

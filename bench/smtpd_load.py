@@ -9,7 +9,7 @@ smtpd services that differ only in where their ``content_filter`` points:
     no-filter loop:  smtp-source ─► smtpd B ─► scan ─► smtpd R2 (re-injection) ─► sink
     dupfilter loop:  smtp-source ─► smtpd A ─► scan ─► dupfilter-smtpd ─► smtpd R ─► sink
 
-The fair baseline is the no-filter *loop* (integration recipes, section 11): each message
+The fair baseline is the no-filter *loop*, not a plain smtpd: each message
 there also passes cleanup, qmgr and smtp twice, so the difference is dupfilter-smtpd's own
 cost.  Each round runs both paths once (the order alternates); a path's rate is messages
 divided by the time from the first connection until the last message reached the sink.

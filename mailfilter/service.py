@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from mailfilter import __version__
 from mailfilter.config import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
@@ -99,8 +100,11 @@ class LazyEngine:
 
 # ------------------------------------------------------------------ command line, settings
 
-def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
-    """--config, --db, --user, --allow-root: the flags every daemon shares."""
+def daemon_parser(program: str, description: str) -> argparse.ArgumentParser:
+    """A daemon's command line with the flags every daemon shares: --config, --db, --user,
+    --allow-root, --store-retry, --version."""
+    parser = argparse.ArgumentParser(prog=program, description=description)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--config", metavar="FILE",
                         help="TOML settings (default: $DUPFILTER_CONFIG, the user's, then "
                              "/etc/dupfilter/dupfilter.toml; none: built-in defaults)")
@@ -112,6 +116,11 @@ def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
                              "after opening the listening socket")
     parser.add_argument("--allow-root", action="store_true",
                         help="run as root (refused otherwise)")
+    parser.add_argument("--store-retry", metavar="SECONDS", type=float,
+                        default=STORE_RETRY_SECONDS,
+                        help="when the store cannot be opened, try again this often "
+                             "(default %(default)g; meanwhile messages get on_error)")
+    return parser
 
 
 def load_daemon_settings(args: argparse.Namespace) -> Settings:

@@ -4,31 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from helpers import make_message, paragraph_text
-
-DUPFILTER = shutil.which("dupfilter")
-DUPFILTER_DB = shutil.which("dupfilter-db")
+from support.cli import DUPFILTER, DUPFILTER_DB, installed, run, tag
 
 
 @pytest.fixture(autouse=True)
 def _installed() -> None:
-    assert DUPFILTER and DUPFILTER_DB, "install the project first: pip install -e ."
-
-
-def run(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(list(args), input=stdin, capture_output=True, timeout=60,
-                          env={**os.environ, **(env or {})})
-
-
-def tag(db: Path, raw: bytes, *extra: str) -> subprocess.CompletedProcess[bytes]:
-    return run(DUPFILTER, "--db", str(db), "--tag", *extra, stdin=raw)
+    assert installed(), "install the project first: pip install -e ."
 
 
 def header_of(output: bytes) -> list[str]:

@@ -13,7 +13,6 @@ import random
 import shutil
 import smtplib
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 from helpers import make_message, paragraph_text
 from miltertest import constants as C
+from support.cli import DUPFILTER_DB, run
 from support.daemons import MilterDaemon, SmtpdDaemon, parse_fields
 from support.milter_client import added_headers, final
 from support.ports import free_port, wait_for_port
@@ -33,16 +33,11 @@ from support.postfix import PostfixHarness, filter_master_cf
 from mailfilter.config import Settings
 from mailfilter.engine import Engine
 
-DUPFILTER_DB = shutil.which("dupfilter-db") or "dupfilter-db"
 SESSIONS = 16
 LOAD_MESSAGES = 10_000
 LOAD_TEXTS = 2_500              # each text is sent LOAD_MESSAGES / LOAD_TEXTS times
 MESSAGES_PER_SESSION = 10       # then QUIT and a new SMTP session
 DEBUG_LOG = '[log]\nlevel = "debug"\n'   # the milter logs each group commit at debug level
-
-
-def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(list(args), capture_output=True, timeout=300)
 
 
 def percentile(values: list[float], pct: int) -> float:
@@ -254,6 +249,16 @@ def warnings_allowed(since: float) -> int:
     return 1 + int((time.monotonic() - since) // 60)
 
 
+def said_once(log: str, failed: int, filled_at: float, daemon: str, sent: int) -> None:
+    """Records failed (at least 5 of ``sent``) and the log said so once a minute, no more."""
+    warnings = [line for line in log.splitlines() if "cannot record" in line]
+    assert failed >= 5, log[-3000:]
+    assert 1 <= len(warnings) <= warnings_allowed(filled_at), warnings
+    assert "No space left on device" in warnings[0], warnings
+    print(f"\n{daemon}, disk full: {sent} delivered tagged, {failed} not recorded, "
+          f"{len(warnings)} warning line")
+
+
 def dupfilter_header(pf: PostfixHarness, recipient: str, count: int) -> list[str]:
     """The X-Dupfilter header of each of ``count`` copies for ``recipient`` (one each)."""
     copies = pf.wait_for_delivery(count, recipient=recipient, timeout=60)
@@ -291,13 +296,7 @@ def test_full_disk_under_the_milter_passes_mail_and_recovers(
             failed = sum(1 for line in lines if line["recorded"] == "failed")
         else:
             failed = sent + 1 - daemon.recorded()
-        warnings = [line for line in daemon.log_text().splitlines()
-                    if "cannot record" in line]
-        assert failed >= 5, daemon.log_text()[-3000:]
-        assert 1 <= len(warnings) <= warnings_allowed(filled_at), warnings
-        assert "No space left on device" in warnings[0], warnings
-        print(f"\nmilter ({mode}), disk full: {sent} delivered tagged, {failed} not "
-              f"recorded, {len(warnings)} warning line")
+        said_once(daemon.log_text(), failed, filled_at, f"milter ({mode})", sent)
         # Space returns: the same process records again, and finds the copy.
         filler.unlink()
         pf.send(full_disk_message(999, mode), "ann@example.org", ["back@sink.test"])
@@ -346,12 +345,7 @@ def test_full_disk_under_the_smtp_filter_passes_mail_and_recovers(
         found = wait_lines(sent + 1)
         assert all(line["reply"] == "250" for line in found)
         failed = sum(1 for line in found if line["recorded"] == "no")
-        warnings = [line for line in daemon.log_text().splitlines() if "cannot record" in line]
-        assert failed >= 5, daemon.log_text()[-3000:]
-        assert 1 <= len(warnings) <= warnings_allowed(filled_at), warnings
-        assert "No space left on device" in warnings[0], warnings
-        print(f"\nsmtpd, disk full: {sent} delivered tagged, {failed} not recorded, "
-              f"{len(warnings)} warning line")
+        said_once(daemon.log_text(), failed, filled_at, "smtpd", sent)
         filler.unlink()
         pf.send(full_disk_message(999, "smtpd"), "ann@example.org", ["back@sink.test"],
                 port=mta.entry_port)

@@ -34,8 +34,8 @@ from mailfilter.milter.session import (
 from mailfilter.service import (
     STORE_RETRY_SECONDS,
     DaemonError,
-    add_daemon_arguments,
     check_privileges,
+    daemon_parser,
     exit_on_config_error,
     install_shutdown_handler,
     load_daemon_settings,
@@ -283,23 +283,16 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROGRAM, description="Duplicate and near-duplicate mail milter for Postfix and "
-        "Sendmail.  Flags override the configuration file.")
-    add_daemon_arguments(parser)
+    parser = daemon_parser(PROGRAM, "Duplicate and near-duplicate mail milter for Postfix "
+                           "and Sendmail.  Flags override the configuration file.")
     parser.add_argument("--socket", metavar="SPEC",
                         help="inet:PORT@HOST or unix:/path (overrides milter.socket)")
-    parser.add_argument("--store-retry", metavar="SECONDS", type=float,
-                        default=STORE_RETRY_SECONDS,
-                        help="when the store cannot be opened, try again this often "
-                             "(default %(default)g; meanwhile messages get on_error)")
     parser.add_argument("--sync-record", dest="group_commit", action="store_false",
                         help="record each accepted message in its own transaction before "
                              "answering the MTA (one disk sync per message: slower)")
     parser.add_argument("--no-tcp-fixes", dest="tcp_fixes", action="store_false",
                         help="for measurements only: leave Nagle on (no TCP_NODELAY) and "
                              "skip the DATA event (about +90 ms a message over TCP)")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
 

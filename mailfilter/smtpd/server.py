@@ -37,11 +37,10 @@ from mailfilter import __version__, metrics
 from mailfilter.config import ConfigError, Settings, check_smtpd_settings, parse_hostport
 from mailfilter.logs import setup_logging
 from mailfilter.service import (
-    STORE_RETRY_SECONDS,
     DaemonError,
     LazyEngine,
-    add_daemon_arguments,
     check_privileges,
+    daemon_parser,
     exit_on_config_error,
     load_daemon_settings,
     reload_settings,
@@ -145,22 +144,15 @@ class FilterServer:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROGRAM, description="SMTP content filter: tag, reject or drop duplicate and "
-                               "near-duplicate mail, then pass it on to the next hop.")
-    add_daemon_arguments(parser)
+    parser = daemon_parser(PROGRAM, "SMTP content filter: tag, reject or drop duplicate and "
+                           "near-duplicate mail, then pass it on to the next hop.")
     parser.add_argument("--listen", metavar="HOST:PORT",
                         help="where to accept mail (overrides smtpd.listen)")
     parser.add_argument("--next-hop", metavar="HOST:PORT",
                         help="where to re-inject it (overrides smtpd.next_hop)")
-    parser.add_argument("--store-retry", metavar="SECONDS", type=float,
-                        default=STORE_RETRY_SECONDS,
-                        help="when the store cannot be opened, try again this often "
-                             "(default %(default)g; meanwhile messages get on_error)")
     parser.add_argument("--connections", type=int, default=DEFAULT_CONNECTIONS, metavar="N",
                         help="at most N kept-open connections to the next hop; keep it at "
                              "or below that smtpd's maxproc (default %(default)s)")
-    parser.add_argument("--version", action="version", version=f"{PROGRAM} {__version__}")
     return parser
 
 

@@ -2,7 +2,7 @@
 
 Everything lives under one folder: config, queue, data, log, a virtual Maildir, and a
 loopback SMTP sink.  Nothing touches the system Postfix (which may not even be configured).
-Runs as root (Postfix's master needs it); see docs in integration-recipes section 5.
+Runs as root (Postfix's master needs it).
 
     pf = PostfixHarness(tmp_path, main_cf=["smtpd_milters = unix:/x.sock"])
     pf.start()
