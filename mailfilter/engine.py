@@ -149,12 +149,13 @@ class Engine:
         when = int(time.time()) if now is None else now
         return self.recorder.submit(lambda: self.record(verdict, when))
 
-    def decide_later(self, analysis: Analysis, *, now: int | None = None
-                     ) -> Future[Verdict] | None:
-        """Queue :meth:`decide` with recording for the writer thread (batch import and
-        scan): messages are checked and remembered in the order they were queued, many
-        per transaction.  None when the queue is full."""
-        return self.recorder.submit(lambda: self.decide(analysis, record=True, now=now))
+    def decide_later(self, analyses: Sequence[Analysis], *, now: int | None = None
+                     ) -> Future[list[Verdict]] | None:
+        """Queue :meth:`decide` with recording of several messages for the writer thread
+        (batch import and scan): they are checked and remembered in order, in one
+        transaction with whatever else is queued.  None when the queue is full."""
+        return self.recorder.submit(
+            lambda: [self.decide(analysis, record=True, now=now) for analysis in analyses])
 
     def close(self) -> None:
         """Commit what the writer has queued, then close the store."""

@@ -111,8 +111,9 @@ def test_engine_decide_later_checks_in_order_and_record_later_remembers(
     with Engine(Settings(), str(tmp_path / "store")) as engine:
         raws = [make_message(paragraph_text(seed), message_id=f"<m{n}@example.org>")
                 for n, seed in enumerate((1, 2, 1))]
-        futures = [engine.decide_later(engine.analyse(raw), now=1000) for raw in raws]
-        verdicts = [future.result(10) for future in futures if future]
+        checked = engine.decide_later([engine.analyse(raw) for raw in raws], now=1000)
+        assert checked is not None
+        verdicts = checked.result(10)
         # The third is the first again: the writer checked it after recording the first.
         assert [v.verdict for v in verdicts] == ["unique", "unique", "duplicate"]
         later = engine.check(make_message(paragraph_text(3)), record=False)

@@ -21,10 +21,11 @@ from mailfilter.sources import FileRef, iter_messages, read_file
 
 # Messages per round trip to a worker process.
 _CHUNK = 32
-# Messages handed to the writer thread and not yet taken back, at most.
-_IN_FLIGHT = 1024
+# Messages checked (and recorded) in one transaction of the writer thread.
+_BATCH = 256
 # Fingerprinting workers run at this much lower priority than the main process.
 _WORKER_NICE = 5
+Batch = list[tuple[str, int, Analysis | Exception]]
 
 
 def _worker_init() -> None:
@@ -118,27 +119,33 @@ def _progress(total_hint: int | None, enabled: bool):  # noqa: ANN202 - tqdm or 
 def check_all(engine: Engine, paths: list[str], jobs: int, *, record: bool,
               show_progress: bool) -> Iterator[tuple[str, Verdict | Exception, int]]:
     """(label, verdict or error, size) for every message under ``paths``, in order:
-    checked, and with ``record`` remembered (by the engine's writer thread)."""
+    checked, and with ``record`` remembered.
+
+    Messages go to the engine's writer thread a batch at a time (one hand-off and one
+    transaction per batch); while it checks one batch, this thread gathers the next.
+    """
     skipped: list[str] = []
     messages = iter_messages(paths, skipped, defer_files=jobs > 1)
     results = _analysed(messages, engine.settings, jobs, skipped)
     bar = _progress(None, show_progress)
     now = int(time.time())
-    window: deque[tuple[str, int, Future[Verdict] | Verdict | Exception]] = deque()
-    limit = _IN_FLIGHT if record else 0
+    pending: deque[tuple[Batch, Future[list[Verdict]] | list[Verdict]]] = deque()
     try:
-        for label, size, analysis in results:
-            item: Future[Verdict] | Verdict | Exception | None = analysis
-            if not isinstance(analysis, Exception):
-                item = engine.decide_later(analysis, now=now) if record else \
-                    engine.decide(analysis, record=False, now=now)
-                if item is None:
-                    raise RuntimeError("the record queue is full")
-            window.append((label, size, item))
-            while len(window) > limit:
-                yield _taken(window.popleft(), bar)
-        while window:
-            yield _taken(window.popleft(), bar)
+        while True:
+            batch = list(islice(results, _BATCH))
+            if batch:
+                analyses = [a for _, _, a in batch if not isinstance(a, Exception)]
+                if record:
+                    checked = engine.decide_later(analyses, now=now)
+                    if checked is None:
+                        raise RuntimeError("the record queue is full")
+                else:
+                    checked = [engine.decide(a, record=False, now=now) for a in analyses]
+                pending.append((batch, checked))
+            while pending and (len(pending) > 1 or not batch):
+                yield from _taken(*pending.popleft(), bar)
+            if not batch:
+                return
     finally:
         if bar is not None:
             bar.close()
@@ -147,12 +154,11 @@ def check_all(engine: Engine, paths: list[str], jobs: int, *, record: bool,
                   file=sys.stderr)
 
 
-def _taken(item: tuple[str, int, Future[Verdict] | Verdict | Exception], bar: object
-           ) -> tuple[str, Verdict | Exception, int]:
-    """A message's result, once the writer has it (a store error is raised here)."""
-    label, size, result = item
-    if isinstance(result, Future):
-        result = result.result()
+def _taken(batch: Batch, checked: Future[list[Verdict]] | list[Verdict], bar: object
+           ) -> Iterator[tuple[str, Verdict | Exception, int]]:
+    """A batch's results in order, once the writer has them (a store error is raised)."""
+    verdicts = iter(checked.result() if isinstance(checked, Future) else checked)
+    for label, size, analysis in batch:
+        yield label, analysis if isinstance(analysis, Exception) else next(verdicts), size
     if bar is not None:
-        bar.update(1)       # type: ignore[attr-defined]
-    return label, result, size
+        bar.update(len(batch))       # type: ignore[attr-defined]

@@ -283,10 +283,6 @@ class PostfixHarness:
         want = recipient.lower()
         return [d for d in found if want in (r.lower() for r in d.recipients)]
 
-    def delivered_count(self) -> int:
-        """Messages delivered so far (sink messages + Maildir files)."""
-        return self.sink.count + len(self._maildir_messages())
-
     def wait_for_delivery(self, count: int = 1, *, recipient: str | None = None,
                           timeout: float = 30.0, settle: float = 0.0) -> list[Delivery]:
         """Wait until ``count`` copies (for ``recipient``, or in all) were delivered.
