@@ -495,7 +495,7 @@ def test_load_smtp_filter_behind_postfix_delivers_every_message_once(
     """16 concurrent SMTP sessions, 10,000 messages through Postfix's content-filter loop
     with dupfilter-smtpd (16 next-hop connections)."""
     daemon = SmtpdDaemon(tmp_path, mta.filter_port, mta.reinject_port,
-                         args=("--connections", str(SESSIONS)))
+                         args=("--allow-root", "--connections", str(SESSIONS)))
     daemon.start()
     start = len(mta.pf.log_text())
     try:
