@@ -10,6 +10,7 @@ from email.message import EmailMessage
 
 import Milter
 import pytest
+from doc_blocks import blocks
 from Milter import testctx
 from support.daemons import parse_fields
 from test_decision import PARTIAL_ROWS
@@ -219,6 +220,8 @@ def test_verdict_fields(runtime):
                    dropped=0, recorded="queued", ms=0.5).fields()
     assert list(line) == ["queue", "action", *fields, "bytes", "capped", "rcpts", "dropped",
                           "recorded", "ms"]     # note= only when there is one
+    for example in blocks("milter-log"):         # the example lines of the docs
+        assert list(line) == list(parse_fields(example.text.split(" ", 1)[1])), example
 
 
 def test_privileges(monkeypatch):

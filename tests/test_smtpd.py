@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
+from doc_blocks import blocks
 from helpers import make_message, paragraph_text
 from support.daemons import FilterThread, SmtpdDaemon, parse_fields
 from support.ports import free_port
@@ -178,6 +179,16 @@ def test_tags_and_reinjects_with_the_original_envelope(rig: Rig) -> None:
     [line] = rig.verdict_lines()
     assert "verdict=unique" in line and "action=tag" in line and "reply=250" in line
     assert "queued_as=Q1" in line and "recorded=yes" in line and "from=ann@example.org" in line
+
+
+def test_the_log_line_has_the_documented_keys_in_order(rig: Rig) -> None:
+    """docs/postfix.md's example line of dupfilter-smtpd (the Outcome's SMTPD_LINE)."""
+    [example] = blocks("smtpd-log")
+    raw = crlf(make_message(body(61), message_id="<keys@example.org>"))
+    rig.send(raw)
+    rig.send(raw)
+    line = rig.verdict_lines(2)[1]
+    assert list(parse_fields(line)) == list(parse_fields(example.text.split(" ", 1)[1]))
 
 
 def test_second_copy_is_tagged_duplicate_and_the_incoming_header_replaced(rig: Rig) -> None:
