@@ -4,7 +4,7 @@
     python bench/milter_load.py --rounds 3 --messages 300 --nagle
     python bench/milter_load.py --rounds 3 --reference --latency 0
 
-One private Postfix (tests/postfix_harness.py) with one smtpd listener per path, so that no
+One private Postfix (tests/support/postfix.py) with one smtpd listener per path, so that no
 reload happens between runs:
 
   none   smtpd with no milter
@@ -22,7 +22,8 @@ counted; any shortfall is reported as lost.  Per run, the CPU of the milter proc
 the whole machine (``/proc/stat``, every process: Postfix, the sink, the milter) are
 divided by the messages: on a machine the runs keep busy, the ratio follows the machine's
 CPU per message.  The order of the paths rotates each round; the
-ratio column is the median of the per-round ratios to ``none`` (see recipes section 11).
+ratio column is the median of the per-round ratios to ``none`` (rounds, not runs, are
+compared: the machine's load changes between rounds).
 smtp-source sends the same body every time (only Message-Id differs), so after the first
 message each one is a duplicate: the milter checks, tags and records every message.
 With ``--latency N`` (default 25) each round also times N messages sent one at a time per
@@ -43,9 +44,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
-from milter_support import MilterDaemon  # noqa: E402
-from postfix_harness import PostfixHarness, free_port  # noqa: E402
+sys.path.insert(0, str(HERE.parent))     # the repository's root: tests.support
+from tests.support.daemons import MilterDaemon  # noqa: E402
+from tests.support.ports import free_port  # noqa: E402
+from tests.support.postfix import PostfixHarness  # noqa: E402
 
 SMTP_SOURCE = shutil.which("smtp-source") or "/usr/sbin/smtp-source"
 

@@ -31,7 +31,6 @@ import json
 import random
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -48,12 +47,14 @@ from mailfilter.message import parse
 from mailfilter.similarity import containment, resemblance
 
 BENCH = Path(__file__).resolve().parent
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
+for folder in (BENCH, BENCH.parent):    # variants (bench/ is not a package); tests.support
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
-import variants  # noqa: E402  (bench/ is not a package)
+import variants  # noqa: E402
 
-DEFAULT_CORPUS = BENCH.parents[1] / "shared" / "corpus" / "spamassassin.tar.gz"
+from tests.support import corpus as shared_corpus  # noqa: E402
+
 TARGET_OVERALL, TARGET_PER_KIND = 0.97, 0.90
 TARGET_UNRELATED, TARGET_REPLIES = 0.005, 0.02
 UNRELATED_BELOW = 0.2
@@ -69,15 +70,10 @@ class Corpus:
     messages: list[tuple[str, bytes]]
 
 
-def unpack(tarball: Path, into: Path) -> Corpus:
-    """Unpack the corpus tarball into ``into`` and read every ``*.txt`` message."""
-    if not tarball.is_file():
-        raise FileNotFoundError(f"corpus not found: {tarball} (shared/ must sit beside "
-                                f"the project checkout)")
-    with tarfile.open(tarball) as archive:
-        archive.extractall(into, filter="data")
-    files = sorted(into.rglob("*.txt"))
-    root = next((p.parent.parent for p in files), into)
+def read_corpus(folder: Path) -> Corpus:
+    """Every message of the corpus unpacked in ``folder``."""
+    files = shared_corpus.message_files(folder)
+    root = next((p.parent.parent for p in files), folder)
     return Corpus([(str(p.relative_to(root)), p.read_bytes()) for p in files])
 
 
@@ -596,7 +592,7 @@ def as_json(report: Report) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--corpus", type=Path, default=shared_corpus.CORPUS_TARBALL)
     parser.add_argument("--originals", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--unrelated", type=int, default=2000)
@@ -624,7 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweep = tuple(float(v) for v in args.sweep_values.split(",")) \
             if args.sweep_values else SWEEP
     with tempfile.TemporaryDirectory(prefix="dupfilter-corpus-") as folder:
-        corpus = unpack(args.corpus, Path(folder))
+        corpus = read_corpus(shared_corpus.unpack(Path(folder), args.corpus))
     report = evaluate(corpus, originals=args.originals, seed=args.seed,
                       unrelated=args.unrelated, replies=args.replies,
                       per_kind=args.per_kind, threshold=args.threshold,

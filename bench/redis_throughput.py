@@ -49,6 +49,10 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "spamassassin.tar.gz"
+# dupfilter-db of the checkout on PYTHONPATH (mailfilter.cli.admin; mailfilter.cli before).
+_DB_MAIN = ("import sys\ntry:\n    from mailfilter.cli.admin import main\n"
+            "except ImportError:\n    from mailfilter.cli import db_main as main\n"
+            "sys.exit(main(sys.argv[1:]))")
 NGRAM, NUM_PERM, THRESHOLD = 5, 128, 0.5
 _TOKEN = re.compile(r"[^\W_]+")
 _BLANK_LINE = re.compile(rb"\n\r?\n")
@@ -176,8 +180,7 @@ def run_import(row: Row, folder: Path, db: str, scratch: Path) -> None:
     env = dict(os.environ, DUPFILTER_CONFIG=str(config), PYTHONPATH=os.pathsep.join(
         p for p in (str(row.repo), os.environ.get("PYTHONPATH")) if p))
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from mailfilter.cli import db_main; "
-         "sys.exit(db_main(sys.argv[1:]))", "--db", db, "import", "--jobs", "1",
+        [sys.executable, "-c", _DB_MAIN, "--db", db, "import", "--jobs", "1",
          str(folder)], capture_output=True, text=True, env=env, timeout=3600)
     line = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     found = re.search(r"imported (\d+) messages \((\d+) unique.* in ([0-9.]+) s", line)

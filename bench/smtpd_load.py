@@ -3,13 +3,13 @@
     python bench/smtpd_load.py                       # 5 rounds of 1000 messages per path
     python bench/smtpd_load.py --rounds 3 --messages 300 --sessions 8
 
-One private Postfix instance (tests/postfix_harness.py, as root, loopback only) has two entry
+One private Postfix instance (tests/support/postfix.py, as root, loopback only) has two entry
 smtpd services that differ only in where their ``content_filter`` points:
 
     no-filter loop:  smtp-source ─► smtpd B ─► scan ─► smtpd R2 (re-injection) ─► sink
     dupfilter loop:  smtp-source ─► smtpd A ─► scan ─► dupfilter-smtpd ─► smtpd R ─► sink
 
-The fair baseline is the no-filter *loop* (integration recipes, section 11): each message
+The fair baseline is the no-filter *loop*, not a plain smtpd: each message
 there also passes cleanup, qmgr and smtp twice, so the difference is dupfilter-smtpd's own
 cost.  Each round runs both paths once (the order alternates); a path's rate is messages
 divided by the time from the first connection until the last message reached the sink.
@@ -42,10 +42,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))     # the repository's root: tests.support
 
-from postfix_harness import PostfixHarness, free_port, wait_for_port  # noqa: E402
-from smtpd_support import reinjection_options  # noqa: E402
+from tests.support.ports import free_port, wait_for_port  # noqa: E402
+from tests.support.postfix import PostfixHarness, reinjection_options  # noqa: E402
 
 SMTP_SOURCE = shutil.which("smtp-source") or "/usr/sbin/smtp-source"
 

@@ -22,7 +22,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +30,9 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-SHARED = BENCH.parents[1] / "shared"
+sys.path.insert(0, str(REPO))     # the repository's root: tests.support
+from tests.support.corpus import CORPUS_TARBALL, SHARED, message_files, unpack  # noqa: E402
+
 PEERS = BENCH / "peers"
 MBOX_FROM = b"From bench@localhost Thu Jan  1 00:00:00 1970\n"
 FORMAIL_CACHE_BYTES = "100000000"
@@ -144,10 +145,10 @@ def ensure_peers() -> None:
 
 def dupfilter_db() -> list[str] | None:
     """``dupfilter-db`` of this checkout (what its console script runs), None before it exists."""
-    if not (REPO / "mailfilter" / "cli.py").exists():
+    if not (REPO / "mailfilter" / "cli" / "admin.py").exists():
         return None
     return [sys.executable, "-c",
-            "import sys; from mailfilter.cli import db_main; sys.exit(db_main())"]
+            "import sys; from mailfilter.cli.admin import main; sys.exit(main())"]
 
 
 def write_mbox(paths: Sequence[Path], mbox: Path) -> None:
@@ -166,10 +167,8 @@ def write_mbox(paths: Sequence[Path], mbox: Path) -> None:
 
 def prepare(tarball: Path, deduper_seed: Path, limit: int | None, tmp: Path) -> Corpus:
     """Unpack the corpus and lay out its first ``limit`` messages for every tool."""
-    root = tmp / "corpus"
-    with tarfile.open(tarball) as tar:
-        tar.extractall(root, filter="data")
-    paths = sorted(root.rglob("*.txt"))[:limit]
+    root = unpack(tmp / "corpus", tarball)
+    paths = message_files(root)[:limit]
     folder = tmp / "messages"
     folder.mkdir()
     linked = []
@@ -318,7 +317,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path,
-                        default=SHARED / "corpus" / "spamassassin.tar.gz",
+                        default=CORPUS_TARBALL,
                         help="corpus tarball of one-message *.txt files")
     parser.add_argument("--deduper", type=Path,
                         default=SHARED / "seeds" / "001_391e95458725c4b4.txt",

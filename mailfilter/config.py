@@ -18,11 +18,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlsplit
 
-VERDICTS = ("unique", "duplicate", "near-duplicate")
-MILTER_ACTIONS = ("accept", "tag", "reject", "tempfail", "discard", "quarantine",
-                  "drop-recipients")
-SMTPD_ACTIONS = ("accept", "tag", "reject", "discard")
-ON_ERROR = ("accept", "tempfail")
+from mailfilter.names import MILTER_ACTIONS, ON_ERROR, SMTPD_ACTIONS, VERDICTS, Action, Kind
+
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 SYSTEM_CONFIG = Path("/etc/dupfilter/dupfilter.toml")
 
@@ -155,12 +152,12 @@ class DetectorSettings:
 class ActionSettings:
     """What a daemon does for each verdict."""
 
-    unique: str = "tag"
-    duplicate: str = "tag"
-    near_duplicate: str = "tag"
+    unique: str = Action.TAG.value
+    duplicate: str = Action.TAG.value
+    near_duplicate: str = Action.TAG.value
 
     def for_verdict(self, verdict: str) -> str:
-        return getattr(self, verdict.replace("-", "_"))
+        return getattr(self, Kind(verdict).key)
 
 
 @dataclass
@@ -174,7 +171,7 @@ class MilterSettings:
     socket_group: str = "postfix"
     # Seconds libmilter waits on the MTA before giving up on a connection.
     timeout: int = 600
-    on_error: str = "accept"
+    on_error: str = Action.ACCEPT.value
     reject_message: str = "Duplicate message refused"
     quarantine_reason: str = "dupfilter: duplicate"
     # Only this much of a body is kept in memory for fingerprinting.
@@ -191,7 +188,7 @@ class SmtpdSettings:
     mode: str = "after-queue"
     max_message_bytes: int = 50 * 1024 * 1024
     timeout: float = 300.0
-    on_error: str = "accept"
+    on_error: str = Action.ACCEPT.value
     reject_message: str = "Duplicate message refused"
     actions: ActionSettings = field(default_factory=ActionSettings)
 
@@ -802,7 +799,7 @@ def check_smtpd_settings(settings: Settings) -> None:
     if smtpd.mode == "proxy":
         return
     for verdict in VERDICTS:
-        if smtpd.actions.for_verdict(verdict) == "reject":
+        if smtpd.actions.for_verdict(verdict) == Action.REJECT:
             name = verdict.replace("-", "_")
             raise ConfigError(
                 f"{settings._where(f'smtpd.actions.{name}')}: smtpd.actions.{name} = "

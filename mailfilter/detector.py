@@ -15,7 +15,8 @@ from mailfilter.aliases import bare as bare_address
 from mailfilter.config import DetectorSettings
 from mailfilter.features import AttachmentSummary, Features
 from mailfilter.fingerprint import Fingerprint
-from mailfilter.rules import DUPLICATE, NEAR_DUPLICATE, UNIQUE, Pair, judge
+from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE
+from mailfilter.rules import Pair, judge
 from mailfilter.similarity import (
     chunk_similarity,
     histogram_distance,
@@ -36,7 +37,6 @@ _UNSAFE_NAME = re.compile(r'[\x00-\x1f\x7f";\\]')
 def _safe_name(name: str) -> str:
     """A file name fit for a header value: no quotes, controls or ';', bounded."""
     return _UNSAFE_NAME.sub("_", name)[:80] or "(no name)"
-
 
 
 _RANK = {UNIQUE: 0, NEAR_DUPLICATE: 1, DUPLICATE: 2}

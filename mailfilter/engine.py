@@ -7,8 +7,10 @@ bytes plus envelope recipients, calls :meth:`Engine.check`, and turns the
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from mailfilter import fingerprint as fingerprints
@@ -17,6 +19,7 @@ from mailfilter.config import FingerprintSettings, Settings
 from mailfilter.detector import UNIQUE, Detector, Verdict
 from mailfilter.message import parse
 from mailfilter.policy import compile_rules, first_match
+from mailfilter.recorder import Recorder
 from mailfilter.store import Store, open_store
 
 
@@ -66,6 +69,8 @@ class Engine:
                                  index_size=fp.index_size,
                                  aliases=load_aliases(settings.detector.aliases))
         self.rules = compile_rules(settings.policy.rules)
+        self._recorder: Recorder | None = None       # started by the first *_later call
+        self._recorder_lock = threading.Lock()
 
     def __enter__(self) -> Engine:
         return self
@@ -125,18 +130,39 @@ class Engine:
         when = int(time.time()) if now is None else now
         return self.store.atomically(lambda: self.detector.record(verdict, when))
 
-    def record_many(self, verdicts: Sequence[Verdict], now: int | None = None) -> None:
-        """Remember several accepted messages in one transaction (one disk sync).
+    # -- group commit (see mailfilter/recorder.py) ----------------------------------------
 
-        Daemons queue accepted messages and commit them together: a commit per message
-        costs a sync each, which caps throughput at the disk's sync rate.
-        """
+    @property
+    def recorder(self) -> Recorder:
+        """The writer thread that commits queued work in batches (started on first use)."""
+        recorder = self._recorder
+        if recorder is None:
+            with self._recorder_lock:
+                if self._recorder is None:
+                    self._recorder = Recorder(self.store.atomically)
+                recorder = self._recorder
+        return recorder
+
+    def record_later(self, verdict: Verdict, now: int | None = None
+                     ) -> Future[int | None] | None:
+        """Queue the recording of an accepted message (see :meth:`record`) for the writer
+        thread: the future's result is the record id (None: not remembered); the future
+        itself is None when the queue is full (the message is then not remembered)."""
         when = int(time.time()) if now is None else now
-        wanted = [v for v in verdicts if v.record_allowed]
-        if not wanted:
-            return
+        return self.recorder.submit(lambda: self.record(verdict, when))
 
-        self.store.atomically(lambda: [self.detector.record(v, when) for v in wanted])
+    def decide_later(self, analyses: Sequence[Analysis], *, now: int | None = None
+                     ) -> Future[list[Verdict]] | None:
+        """Queue :meth:`decide` with recording of several messages for the writer thread
+        (batch import and scan): they are checked and remembered in order, in one
+        transaction with whatever else is queued.  None when the queue is full."""
+        return self.recorder.submit(
+            lambda: [self.decide(analysis, record=True, now=now) for analysis in analyses])
 
     def close(self) -> None:
+        """Commit what the writer has queued, then close the store."""
+        with self._recorder_lock:
+            recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            recorder.close()
         self.store.close()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 HEADER_NAME = "X-Dupfilter"
 _OURS = re.compile(rb"x-dupfilter[ \t]*:", re.IGNORECASE)
 _UNSAFE = re.compile(r"[\r\n\x00]")
-BARE_LF = re.compile(rb"(?<!\r)\n")  # an LF with no CR before it (also smtpd.to_crlf)
+BARE_LF = re.compile(rb"(?<!\r)\n")  # an LF with no CR before it (also smtpd.wire.to_crlf)
 
 
 def clean_value(value: str) -> str:

@@ -1,8 +1,8 @@
 """Prometheus metrics of the daemons (off by default; loopback by default).
 
-The daemons already write one ``key=value`` line per message through
-:func:`mailfilter.daemon.log_verdict`; that same call feeds the metrics, so every message is
-counted exactly where it is logged and no front end needs code of its own.
+Every message's :class:`~mailfilter.logs.Outcome` feeds both its log line and the metrics
+(:func:`mailfilter.logs.log_outcome`), so every message is counted exactly where it is
+logged and no front end needs code of its own.
 
 * ``dupfilter_messages_total{front_end, verdict, action}``
 * ``dupfilter_errors_total{front_end, kind}`` — internal errors that fell back to on_error
@@ -13,10 +13,13 @@ counted exactly where it is logged and no front end needs code of its own.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from mailfilter.config import MetricsSettings
+
+if TYPE_CHECKING:
+    from mailfilter.logs import Outcome
 
 _state: dict[str, Any] = {}
 _ERROR_KIND = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)")
@@ -52,23 +55,24 @@ def start(settings: MetricsSettings, front_end: str,
     return settings.listen
 
 
-def observe(fields: Mapping[str, Any]) -> None:
-    """Count one message from its log fields (no-op while metrics are off)."""
+def observe(outcome: Outcome) -> None:
+    """Count one message (no-op while metrics are off)."""
     if not _state:
         return
     front_end = _state["front_end"]
-    error = fields.get("error")
-    if error:
-        match = _ERROR_KIND.match(str(error))
+    if outcome.error:
+        match = _ERROR_KIND.match(outcome.error)
         _state["errors"].labels(front_end, match.group(1) if match else "other").inc()
     message_counters = _state["message_counters"]
-    key = (str(fields.get("verdict") or "unchecked"), str(fields.get("action") or "-"))
+    verdict = outcome.verdict
+    key = (str(verdict.verdict) if verdict is not None else "unchecked",
+           str(outcome.action or "-"))
     counter = message_counters.get(key)
     if counter is None:
         counter = message_counters[key] = _state["messages"].labels(front_end, *key)
     counter.inc()
-    milliseconds = fields.get("ms")
-    if isinstance(milliseconds, (int, float)):
+    milliseconds = outcome.ms
+    if milliseconds is not None:
         latency = _state.get("latency_child")
         if latency is None:
             latency = _state["latency_child"] = _state["latency"].labels(front_end)

@@ -38,8 +38,7 @@ from mailfilter.config import DetectorSettings
 from mailfilter.features import AttachmentSummary, Features
 from mailfilter.fingerprint import Fingerprint, message_id_key64
 from mailfilter.identifiers import identifier_difference
-
-UNIQUE, DUPLICATE, NEAR_DUPLICATE = "unique", "duplicate", "near-duplicate"
+from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE
 
 
 @dataclass(slots=True)

@@ -12,9 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
-SEED_PATH = SHARED_DIR / "seeds" / "000_fd904c77b16acfe3.txt"
-CORPUS_PATH = SHARED_DIR / "corpus" / "spamassassin.tar.gz"
+from support.corpus import SHARED
+
+SEED_PATH = SHARED / "seeds" / "000_fd904c77b16acfe3.txt"
 
 HISTOGRAM_SIZE = 36
 BEGIN_MARKER = "#ifndef lint"

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # helpers, support, ...
+
+from support import corpus  # noqa: E402
 
 from mailfilter.config import Settings, load_settings  # noqa: E402
 from mailfilter.engine import Engine  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-CORPUS_TARBALL = SHARED / "corpus" / "spamassassin.tar.gz"
 
 
 @pytest.fixture
@@ -33,19 +30,18 @@ def engine(tmp_path: Path, settings: Settings):  # noqa: ANN201
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shared SpamAssassin corpus, unpacked once per test session."""
-    assert CORPUS_TARBALL.is_file(), (
-        f"the shared corpus is missing at {CORPUS_TARBALL}: CI clones the project beside "
-        "shared/; run the tests from such a checkout")
-    target = tmp_path_factory.mktemp("corpus")
-    with tarfile.open(CORPUS_TARBALL) as tar:
-        tar.extractall(target, filter="data")
-    return target
+    missing = corpus.missing()
+    if missing:
+        pytest.fail(missing, pytrace=False)
+    return corpus.unpack(tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.fixture(scope="session")
 def corpus_messages(corpus_dir: Path) -> list[Path]:
-    files = sorted(corpus_dir.rglob("*.txt"))
-    assert len(files) == 6046, f"expected 6,046 corpus messages, found {len(files)}"
+    """Every message of the corpus (one file each), in a stable order."""
+    files = corpus.message_files(corpus_dir)
+    assert len(files) == corpus.CORPUS_MESSAGES, \
+        f"expected {corpus.CORPUS_MESSAGES:,} corpus messages, found {len(files)}"
     return files
 
 

@@ -47,7 +47,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from doc_blocks import REPO, block, blocks  # noqa: E402
 from helpers import make_message, paragraph_text  # noqa: E402
-from postfix_harness import Delivery, PostfixHarness, wait_for_port  # noqa: E402
+from support.ports import wait_for_port  # noqa: E402
+from support.postfix import PostfixHarness  # noqa: E402
+from support.smtp_sink import Delivery  # noqa: E402
 
 SANDBOX = os.environ.get("DUPFILTER_DOC_SANDBOX", "")
 OUTSIDE = os.environ.get("DUPFILTER_DOC_OUTSIDE", "")     # the caller's mount and net ns

@@ -4,31 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from helpers import make_message, paragraph_text
-
-DUPFILTER = shutil.which("dupfilter")
-DUPFILTER_DB = shutil.which("dupfilter-db")
+from support.cli import DUPFILTER, DUPFILTER_DB, installed, run, tag
 
 
 @pytest.fixture(autouse=True)
 def _installed() -> None:
-    assert DUPFILTER and DUPFILTER_DB, "install the project first: pip install -e ."
-
-
-def run(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(list(args), input=stdin, capture_output=True, timeout=60,
-                          env={**os.environ, **(env or {})})
-
-
-def tag(db: Path, raw: bytes, *extra: str) -> subprocess.CompletedProcess[bytes]:
-    return run(DUPFILTER, "--db", str(db), "--tag", *extra, stdin=raw)
+    assert installed(), "install the project first: pip install -e ."
 
 
 def header_of(output: bytes) -> list[str]:
@@ -139,8 +126,8 @@ def test_pass_through_keeps_the_message_if_removing_the_header_fails(tmp_path: P
               "def broken(raw):\n"
               "    raise MemoryError('no room to rebuild the header')\n"
               "headers.remove_ours = broken\n"
-              "from mailfilter.cli import filter_main\n"
-              "sys.exit(filter_main())\n")
+              "from mailfilter.cli.pipe import main\n"
+              "sys.exit(main())\n")
     result = run(sys.executable, "-c", script, "--db", str(tmp_path / "s"), "--tag",
                  stdin=raw)
     assert result.returncode == 0, result.stderr

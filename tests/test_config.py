@@ -194,7 +194,7 @@ def test_smtpd_reload_says_a_changed_mode_needs_a_restart(
     import argparse
     import logging
 
-    from mailfilter.smtpd import _settings_loader
+    from mailfilter.smtpd.server import _settings_loader
     path = tmp_path / "site.toml"
     path.write_text('[smtpd]\nmode = "proxy"\n')
     running = load_settings(path)
@@ -374,7 +374,7 @@ def test_reload_sees_no_change_in_a_socket_spelled_the_postfix_way(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from mailfilter.daemon import reload_settings
+    from mailfilter.service import reload_settings
     path = tmp_path / "site.toml"
     path.write_text('[milter]\nsocket = "inet:127.0.0.1:8890"\n')
     running = load_settings(path)

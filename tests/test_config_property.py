@@ -167,7 +167,8 @@ def assert_safe(loaded, typed: dict[tuple[str, str], str]) -> None:  # noqa: ANN
         assert 1 <= port <= 65535, (key, port)
         assert host, (key, "empty host")
         if said is not None:
-            assert str(port) in re.findall(r"\d+", said), (key, port, said)   # as typed
+            # as typed (a leading zero, "08890", is the same port)
+            assert port in [int(d) for d in re.findall(r"\d+", said)], (key, port, said)
         if not is_loopback(host):
             assert named_explicitly(host, said or ""), (key, host, typed)
     path = loaded.store.path

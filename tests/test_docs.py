@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS_TARBALL
 from doc_blocks import BY_NAME, DOCUMENTS, KINDS, NAMED, Block, all_blocks, block, blocks
 from helpers import make_message, paragraph_text
+from support.cli import DUPFILTER
+from support.corpus import CORPUS_TARBALL
 
 REPO = Path(__file__).resolve().parents[1]
-DUPFILTER = shutil.which("dupfilter") or "dupfilter"
 
 
 def sandbox_env(tmp_path: Path, **extra: str) -> dict[str, str]:

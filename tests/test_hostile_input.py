@@ -14,6 +14,7 @@ from pathlib import Path
 from helpers import make_message, paragraph_text, run_fuzzer
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support.cli import DUPFILTER
 
 from mailfilter.config import FingerprintSettings
 from mailfilter.detector import Verdict
@@ -24,7 +25,6 @@ from mailfilter.store import safe_message_id
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 SETTINGS = FingerprintSettings()
-DUPFILTER = shutil.which("dupfilter") or "dupfilter"
 
 header_names = st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters=":"),
                        min_size=1, max_size=20)

@@ -4,13 +4,12 @@ daemon logs."""
 from __future__ import annotations
 
 import socket
-import sys
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from milter_support import MilterDaemon, free_port  # noqa: E402
-from test_milter_protocol import body_of, headers  # noqa: E402
+from support.daemons import MilterDaemon
+from support.ports import free_port
+from test_milter_protocol import body_of, headers
 
 
 def scrape(port: int) -> str:

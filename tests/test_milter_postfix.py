@@ -11,17 +11,14 @@ from __future__ import annotations
 import re
 import smtplib
 import statistics
-import sys
 import time
 from email.message import EmailMessage
 from email.utils import make_msgid
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from milter_support import MilterDaemon  # noqa: E402
-from postfix_harness import Delivery, PostfixHarness  # noqa: E402
+from support.daemons import MilterDaemon
+from support.postfix import PostfixHarness
+from support.smtp_sink import Delivery
 
 TEXT = (
     "Dear team, the new expense policy takes effect on the first of next month. Receipts "

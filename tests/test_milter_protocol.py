@@ -15,16 +15,14 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from miltertest import constants as C
-
-sys.path.insert(0, str(Path(__file__).parent))
-from milter_support import MilterDaemon, added_headers, final  # noqa: E402
+from support.daemons import MilterDaemon
+from support.milter_client import added_headers, final
 
 ARTICLE = (
     "The quarterly maintenance window for the storage cluster starts on Saturday at six "

@@ -6,21 +6,20 @@ import io
 import logging
 import os
 import socket
-import sys
-import threading
 from email.message import EmailMessage
-from pathlib import Path
 
 import Milter
 import pytest
+from doc_blocks import blocks
 from Milter import testctx
+from support.daemons import parse_fields
+from test_decision import PARTIAL_ROWS
 
-from mailfilter import daemon
+from mailfilter import logs, service
 from mailfilter.config import LogSettings, Settings
-from mailfilter.milter import DupfilterMilter, Recorder, Runtime, set_listener_nodelay
-
-sys.path.insert(0, str(Path(__file__).parent))
-from milter_support import parse_fields  # noqa: E402
+from mailfilter.logs import MILTER_LINE, Outcome
+from mailfilter.milter.server import set_listener_nodelay
+from mailfilter.milter.session import DupfilterMilter, Runtime
 
 NO_REPLY_BITS = (Milter.P_NR_CONN | Milter.P_NR_HELO | Milter.P_NR_MAIL | Milter.P_NR_RCPT
                  | Milter.P_NR_DATA | Milter.P_NR_UNKN | Milter.P_NR_EOH | Milter.P_NR_BODY
@@ -118,6 +117,27 @@ def test_testctx_partial_duplicate_still_reaches_new_recipients(runtime, action)
                   "tempfail": Milter.TEMPFAIL}[action]
 
 
+@pytest.mark.parametrize("row", PARTIAL_ROWS, ids=lambda row: row.id)
+def test_testctx_partial_duplicate_table(runtime, caplog, row):
+    """The planner's partial-duplicate rows through the milter (bob had it, carol not)."""
+    rt = runtime(duplicate=row.duplicate)
+    feed(rcpts=("bob@example.test",))               # recorded under unique = "tag"
+    rt.settings.milter.actions.unique = row.unique
+    with caplog.at_level(logging.INFO, logger=rt.logger.name):
+        ctx, rc = feed(rcpts=("bob@example.test", "carol@example.test"))
+    [line] = [r.getMessage() for r in caplog.records if " action=" in f" {r.getMessage()}"]
+    fields = parse_fields(line)
+    assert (fields["action"], fields.get("note")) == (row.action, row.note)
+    if not row.carol:
+        assert rc == {250: Milter.DISCARD, 550: Milter.REJECT, 451: Milter.TEMPFAIL}[row.reply]
+        return
+    assert rc == Milter.ACCEPT
+    assert ctx._delrcpt == ([] if row.bob else ["<bob@example.test>"])
+    values = ctx._msg.get_all("X-Dupfilter") or []
+    assert [v.split(";")[0] for v in values] == ([row.header] if row.header else [])
+    assert (ctx.quarantined is not None) == row.quarantined
+
+
 def test_testctx_quarantine_and_reject(runtime, tmp_path):
     rt = runtime(duplicate="quarantine")
     feed()
@@ -163,52 +183,13 @@ def test_listener_nodelay_is_set_and_inherited():
     assert set_listener_nodelay("unix:/tmp/x.sock", logging.getLogger("t")) == 0
 
 
-class _SlowEngine:
-    """record_many that blocks its first call until released (the disk is slow)."""
-
-    def __init__(self) -> None:
-        self.batches: list[list[object]] = []
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def record_many(self, verdicts, now):
-        self.entered.set()
-        self.release.wait(10)
-        self.batches.append(list(verdicts))
-
-
-class _RecorderRuntime:
-    def __init__(self, engine: _SlowEngine) -> None:
-        self._engine = engine
-        self.logger = logging.getLogger("dupfilter-test-recorder")
-        self.store_warnings = daemon.ThrottledWarning(self.logger)
-
-    def engine(self) -> _SlowEngine:
-        return self._engine
-
-
-def test_recorder_group_commit_tickets_full_queue_and_close():
-    engine = _SlowEngine()
-    recorder = Recorder(_RecorderRuntime(engine), max_queue=3)   # type: ignore[arg-type]
-    assert recorder.submit("v1") == 1
-    assert engine.entered.wait(10)                  # the writer is committing v1
-    assert [recorder.submit(f"v{n}") for n in (2, 3, 4)] == [2, 3, 4]
-    assert recorder.submit("v5") is None            # queue full: skipped, no ticket
-    assert recorder.pending == 3 + 1 and not recorder.wait(4, timeout=0.05)
-    engine.release.set()
-    assert recorder.wait(4, timeout=10) and recorder.pending == 0
-    assert engine.batches == [["v1"], ["v2", "v3", "v4"]]   # the rest in one transaction
-    assert recorder.submit("v6") == 5
-    recorder.close()
-    assert engine.batches[-1] == ["v6"] and recorder.pending == 0
-
-
-# ------------------------------------------------------------------------ daemon helpers
+# ----------------------------------------------------------- daemon helpers (logs, service)
 
 def test_key_value_line_is_stable_and_parseable(capsys):
-    logger = daemon.setup_logging(LogSettings(), "dupfilter-unit")
-    daemon.log_verdict(logger, queue="4ABC", verdict="near-duplicate", score=0.93333,
-                       match="<a b@x>", note='say "hi"\nthere', empty=None, ok=True, n=3)
+    logger = logs.setup_logging(LogSettings(), "dupfilter-unit")
+    logger.info(logs.format_fields(dict(
+        queue="4ABC", verdict="near-duplicate", score=0.93333, match="<a b@x>",
+        note='say "hi"\nthere', empty=None, ok=True, n=3)))
     line = capsys.readouterr().err.strip()
     assert line == ('INFO queue=4ABC verdict=near-duplicate score=0.9333 match="<a b@x>" '
                     'note="say \\"hi\\" there" empty=- ok=yes n=3')
@@ -217,8 +198,8 @@ def test_key_value_line_is_stable_and_parseable(capsys):
 
 
 def test_syslog_falls_back_to_stderr_when_dev_log_is_missing(monkeypatch, capsys):
-    monkeypatch.setattr(daemon, "SYSLOG_SOCKET", "/nonexistent/dev-log")
-    logger = daemon.setup_logging(LogSettings(target="syslog"), "dupfilter-unit2")
+    monkeypatch.setattr(logs, "SYSLOG_SOCKET", "/nonexistent/dev-log")
+    logger = logs.setup_logging(LogSettings(target="syslog"), "dupfilter-unit2")
     logger.info("x=1")
     err = capsys.readouterr().err
     assert "syslog unavailable" in err and "INFO x=1" in err
@@ -230,20 +211,26 @@ def test_verdict_fields(runtime):
     raw = f"Message-ID: <m1@x>\r\nSubject: s\r\n\r\n{TEXT}\r\n".encode()
     engine.record(engine.check(raw, ["a@x"], record=False))
     verdict = engine.check(raw.replace(b"m1@x", b"m2@x"), ["a@x"], record=False)
-    fields = daemon.verdict_fields(verdict)
+    fields = logs.verdict_fields(verdict)
     assert list(fields) == ["verdict", "score", "reason", "match", "match_doc", "seen",
                             "msgid", "rcpts_seen", "defects", "rule"]
     assert fields["verdict"] == "duplicate" and fields["match"] == "<m1@x>"
     assert fields["msgid"] == "<m2@x>" and fields["rcpts_seen"] == 1
+    line = Outcome(MILTER_LINE, "tag", verdict, queue="Q1", size=10, capped=False, rcpts=1,
+                   dropped=0, recorded="queued", ms=0.5).fields()
+    assert list(line) == ["queue", "action", *fields, "bytes", "capped", "rcpts", "dropped",
+                          "recorded", "ms"]     # note= only when there is one
+    for example in blocks("milter-log"):         # the example lines of the docs
+        assert list(line) == list(parse_fields(example.text.split(" ", 1)[1])), example
 
 
 def test_privileges(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    with pytest.raises(daemon.DaemonError, match="refusing to run as root"):
-        daemon.check_privileges(None, False)
-    daemon.check_privileges(None, True)
-    with pytest.raises(daemon.DaemonError, match="no such user"):
-        daemon.check_privileges("no-such-user-here", False)
+    with pytest.raises(service.DaemonError, match="refusing to run as root"):
+        service.check_privileges(None, False)
+    service.check_privileges(None, True)
+    with pytest.raises(service.DaemonError, match="no such user"):
+        service.check_privileges("no-such-user-here", False)
 
 
 def test_socket_permissions_missing_group_only_logs(tmp_path, caplog):
@@ -252,7 +239,7 @@ def test_socket_permissions_missing_group_only_logs(tmp_path, caplog):
     logger = logging.getLogger("dupfilter-unit3")
     logger.propagate = True
     with caplog.at_level(logging.WARNING, logger="dupfilter-unit3"):
-        daemon.set_socket_permissions(str(path), "0640", "no-such-group-here", logger)
+        service.set_socket_permissions(str(path), "0640", "no-such-group-here", logger)
     assert oct(path.stat().st_mode & 0o777) == "0o640"
     assert "does not exist" in caplog.text
 
@@ -277,22 +264,3 @@ def test_testctx_a_failing_log_line_does_not_undo_the_decision(runtime):
     assert rc == Milter.ACCEPT and ctx._msg["X-Dupfilter"] == "unique"
     ctx, rc = feed()
     assert rc == Milter.DISCARD     # it was recorded: this copy is the duplicate
-
-
-class _FatalOnceEngine(_SlowEngine):
-    def record_many(self, verdicts, now):
-        if not self.batches:
-            self.batches.append(None)
-            raise SystemExit("a library gave up")
-        self.batches.append(list(verdicts))
-
-
-def test_recorder_survives_a_non_exception_failure():
-    engine = _FatalOnceEngine()
-    recorder = Recorder(_RecorderRuntime(engine))   # type: ignore[arg-type]
-    first = recorder.submit("v1")
-    assert recorder.wait(first, timeout=5)          # given up on, not waited for forever
-    second = recorder.submit("v2")
-    assert recorder.wait(second, timeout=5)
-    assert engine.batches == [None, ["v2"]]
-    recorder.close()

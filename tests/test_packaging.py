@@ -24,7 +24,9 @@ def test_sdist_and_wheel_build(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt")))
-    assert "mailfilter/store/lmdb.py" in names and "mailfilter/milter.py" in names
+    for module in ("store/lmdb.py", "milter/server.py", "smtpd/server.py", "smtpd/__main__.py",
+                   "cli/pipe.py", "cli/admin.py"):
+        assert f"mailfilter/{module}" in names, module
     for script in (b"dupfilter =", b"dupfilter-db =", b"dupfilter-milter =",
                    b"dupfilter-smtpd ="):
         assert script in entry_points

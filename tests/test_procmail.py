@@ -11,16 +11,15 @@ from pathlib import Path
 
 import pytest
 from helpers import make_message, paragraph_text
+from support.cli import DUPFILTER, DUPFILTER_DB, installed
 
 PROCMAIL = shutil.which("procmail")
-DUPFILTER = shutil.which("dupfilter")
-DUPFILTER_DB = shutil.which("dupfilter-db")
 
 
 @pytest.fixture(autouse=True)
 def _tools() -> None:
     assert PROCMAIL, "procmail is not installed (.ci/run installs it)"
-    assert DUPFILTER, "dupfilter is not installed (pip install -e .)"
+    assert installed(), "dupfilter is not installed (pip install -e .)"
 
 
 def rcfile(tmp_path: Path, recipe: str) -> Path:

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "spamassassin.tar.gz"
 QUALITY = Path(__file__).resolve().parents[1] / "bench" / "quality.py"
 ORIGINALS, UNRELATED, SEED = 150, 300, 1
 
@@ -42,12 +41,9 @@ def quality() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def report(quality: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    if not CORPUS.is_file():
-        pytest.fail(f"the shared corpus is missing: {CORPUS} (shared/ must sit beside the "
-                    f"project checkout, as in CI)", pytrace=False)
-    corpus = quality.unpack(CORPUS, tmp_path_factory.mktemp("corpus"))
-    return quality.evaluate(corpus, originals=ORIGINALS, seed=SEED, unrelated=UNRELATED)
+def report(quality: ModuleType, corpus_dir: Path) -> Any:
+    return quality.evaluate(quality.read_corpus(corpus_dir), originals=ORIGINALS, seed=SEED,
+                            unrelated=UNRELATED)
 
 
 def _explain(quality: ModuleType, report: Any, kind: str | None = None) -> str:
@@ -81,21 +77,18 @@ def test_overall_recall(quality: ModuleType, report: Any) -> None:
                     pytrace=False)
 
 
-def test_unrelated_messages_are_unique(quality: ModuleType, report: Any) -> None:
-    row = report.unrelated
-    found = report.false_positives.get("unrelated", [])
-    assert row.count >= UNRELATED * 0.9, f"only {row.count} unrelated messages found"
-    if row.rate > quality.TARGET_UNRELATED:
-        pytest.fail(f"{row.called}/{row.count} = {row.rate:.2%} unrelated messages called "
-                    f"duplicate or near-duplicate, target ≤ {quality.TARGET_UNRELATED:.1%}:\n"
-                    + "\n".join(f"  {f}" for f in found), pytrace=False)
-
-
-def test_quoted_replies_are_unique(quality: ModuleType, report: Any) -> None:
-    row = report.replies
-    found = report.false_positives.get("quoted_reply", [])
-    assert row.count >= ORIGINALS * 0.9, f"only {row.count} quoted replies made"
-    if row.rate > quality.TARGET_REPLIES:
-        pytest.fail(f"{row.called}/{row.count} = {row.rate:.2%} quoted replies called "
-                    f"duplicate or near-duplicate, target ≤ {quality.TARGET_REPLIES:.0%}:\n"
+@pytest.mark.parametrize(("what", "kind", "wanted", "target"), [
+    ("unrelated messages", "unrelated", UNRELATED, "TARGET_UNRELATED"),
+    ("quoted replies", "quoted_reply", ORIGINALS, "TARGET_REPLIES"),
+])
+def test_unrelated_messages_and_quoted_replies_are_unique(
+        quality: ModuleType, report: Any, what: str, kind: str, wanted: int,
+        target: str) -> None:
+    row = report.unrelated if kind == "unrelated" else report.replies
+    found = report.false_positives.get(kind, [])
+    limit = getattr(quality, target)
+    assert row.count >= wanted * 0.9, f"only {row.count} {what}"
+    if row.rate > limit:
+        pytest.fail(f"{row.called}/{row.count} = {row.rate:.2%} {what} called duplicate or "
+                    f"near-duplicate, target ≤ {limit:.1%}:\n"
                     + "\n".join(f"  {f}" for f in found), pytrace=False)

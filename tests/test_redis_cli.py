@@ -4,8 +4,6 @@ other's mail, and Redis killed mid-stream (mail passes through, checking resumes
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,24 +11,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 from helpers import make_message, paragraph_text
+from support.cli import DUPFILTER_DB, installed, run
+from support.cli import tag as tag_with
 
 if TYPE_CHECKING:
     from redis_servers import RedisServer
 
 pytest_plugins = ("redis_servers",)
 
-DUPFILTER = shutil.which("dupfilter")
-DUPFILTER_DB = shutil.which("dupfilter-db")
 
 
 @pytest.fixture(autouse=True)
 def _installed() -> None:
-    assert DUPFILTER and DUPFILTER_DB, "install the project first: pip install -e ."
-
-
-def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "DUPFILTER_CONFIG"}
-    return subprocess.run(list(args), input=stdin, capture_output=True, timeout=60, env=env)
+    assert installed(), "install the project first: pip install -e ."
 
 
 def header_of(output: bytes) -> str | None:
@@ -56,7 +49,7 @@ def configs(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def tag(url: str, config: Path, raw: bytes, *extra: str) -> subprocess.CompletedProcess[bytes]:
-    return run(DUPFILTER, "--db", url, "--config", str(config), "--tag", *extra, stdin=raw)
+    return tag_with(url, raw, "--config", str(config), *extra)
 
 
 def test_two_configurations_see_each_others_messages(redis_url: str,

@@ -17,17 +17,11 @@ from pathlib import Path
 
 import pytest
 from helpers import make_message, paragraph_text
+from support.cli import DUPFILTER, DUPFILTER_DB, run
 
 from mailfilter.config import Settings
 from mailfilter.engine import Engine
 from mailfilter.store import StoreError
-
-DUPFILTER = shutil.which("dupfilter") or "dupfilter"
-DUPFILTER_DB = shutil.which("dupfilter-db") or "dupfilter-db"
-
-
-def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(list(args), input=stdin, capture_output=True, timeout=120)
 
 
 def test_full_disk_passes_mail_and_recovers(tiny_filesystem: Path, settings: Settings) -> None:

@@ -13,7 +13,6 @@ import random
 import shutil
 import smtplib
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -24,24 +23,21 @@ from pathlib import Path
 
 import pytest
 from helpers import make_message, paragraph_text
-from milter_support import MilterDaemon, added_headers, final, parse_fields
 from miltertest import constants as C
-from postfix_harness import PostfixHarness, free_port, wait_for_port
-from smtpd_support import SmtpdDaemon, filter_master_cf
+from support.cli import DUPFILTER_DB, run
+from support.daemons import MilterDaemon, SmtpdDaemon, parse_fields
+from support.milter_client import added_headers, final
+from support.ports import free_port, wait_for_port
+from support.postfix import PostfixHarness, filter_master_cf
 
 from mailfilter.config import Settings
 from mailfilter.engine import Engine
 
-DUPFILTER_DB = shutil.which("dupfilter-db") or "dupfilter-db"
 SESSIONS = 16
 LOAD_MESSAGES = 10_000
 LOAD_TEXTS = 2_500              # each text is sent LOAD_MESSAGES / LOAD_TEXTS times
 MESSAGES_PER_SESSION = 10       # then QUIT and a new SMTP session
 DEBUG_LOG = '[log]\nlevel = "debug"\n'   # the milter logs each group commit at debug level
-
-
-def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(list(args), capture_output=True, timeout=300)
 
 
 def percentile(values: list[float], pct: int) -> float:
@@ -248,9 +244,19 @@ def full_disk_message(number: int, tag: str) -> bytes:
 
 def warnings_allowed(since: float) -> int:
     """How many times a store failure that lasted from ``since`` until now may be logged:
-    once, and once more per minute it went on (daemon.ThrottledWarning's interval).  A
+    once, and once more per minute it went on (logs.ThrottledWarning's interval).  A
     slow CI machine can take over a minute for the 30 messages."""
     return 1 + int((time.monotonic() - since) // 60)
+
+
+def said_once(log: str, failed: int, filled_at: float, daemon: str, sent: int) -> None:
+    """Records failed (at least 5 of ``sent``) and the log said so once a minute, no more."""
+    warnings = [line for line in log.splitlines() if "cannot record" in line]
+    assert failed >= 5, log[-3000:]
+    assert 1 <= len(warnings) <= warnings_allowed(filled_at), warnings
+    assert "No space left on device" in warnings[0], warnings
+    print(f"\n{daemon}, disk full: {sent} delivered tagged, {failed} not recorded, "
+          f"{len(warnings)} warning line")
 
 
 def dupfilter_header(pf: PostfixHarness, recipient: str, count: int) -> list[str]:
@@ -290,13 +296,7 @@ def test_full_disk_under_the_milter_passes_mail_and_recovers(
             failed = sum(1 for line in lines if line["recorded"] == "failed")
         else:
             failed = sent + 1 - daemon.recorded()
-        warnings = [line for line in daemon.log_text().splitlines()
-                    if "cannot record" in line]
-        assert failed >= 5, daemon.log_text()[-3000:]
-        assert 1 <= len(warnings) <= warnings_allowed(filled_at), warnings
-        assert "No space left on device" in warnings[0], warnings
-        print(f"\nmilter ({mode}), disk full: {sent} delivered tagged, {failed} not "
-              f"recorded, {len(warnings)} warning line")
+        said_once(daemon.log_text(), failed, filled_at, f"milter ({mode})", sent)
         # Space returns: the same process records again, and finds the copy.
         filler.unlink()
         pf.send(full_disk_message(999, mode), "ann@example.org", ["back@sink.test"])
@@ -325,16 +325,8 @@ def test_full_disk_under_the_smtp_filter_passes_mail_and_recovers(
     daemon = SmtpdDaemon(tmp_path, mta.filter_port, mta.reinject_port, db=store)
     sent = 30
 
-    def lines() -> list[dict[str, str]]:
-        return [parse_fields(line.split(" ", 1)[1]) for line in daemon.log().splitlines()
-                if " msgid=" in line]
-
     def wait_lines(count: int) -> list[dict[str, str]]:
-        deadline = time.monotonic() + 60
-        while len(found := lines()) < count:
-            assert time.monotonic() < deadline, daemon.log()[-3000:]
-            time.sleep(0.05)
-        return found
+        return daemon.wait_lines(count, timeout=60)
 
     daemon.start()
     try:
@@ -353,12 +345,7 @@ def test_full_disk_under_the_smtp_filter_passes_mail_and_recovers(
         found = wait_lines(sent + 1)
         assert all(line["reply"] == "250" for line in found)
         failed = sum(1 for line in found if line["recorded"] == "no")
-        warnings = [line for line in daemon.log().splitlines() if "cannot record" in line]
-        assert failed >= 5, daemon.log()[-3000:]
-        assert 1 <= len(warnings) <= warnings_allowed(filled_at), warnings
-        assert "No space left on device" in warnings[0], warnings
-        print(f"\nsmtpd, disk full: {sent} delivered tagged, {failed} not recorded, "
-              f"{len(warnings)} warning line")
+        said_once(daemon.log_text(), failed, filled_at, "smtpd", sent)
         filler.unlink()
         pf.send(full_disk_message(999, "smtpd"), "ann@example.org", ["back@sink.test"],
                 port=mta.entry_port)
@@ -370,7 +357,7 @@ def test_full_disk_under_the_smtp_filter_passes_mail_and_recovers(
         assert len(pf.deliveries()) == sent + 3
     finally:
         assert daemon.stop() == 0
-    assert "Traceback" not in daemon.log()
+    assert "Traceback" not in daemon.log_text()
     assert run(DUPFILTER_DB, "--db", str(store), "verify").returncode == 0
 
 
@@ -508,7 +495,7 @@ def test_load_smtp_filter_behind_postfix_delivers_every_message_once(
     """16 concurrent SMTP sessions, 10,000 messages through Postfix's content-filter loop
     with dupfilter-smtpd (16 next-hop connections)."""
     daemon = SmtpdDaemon(tmp_path, mta.filter_port, mta.reinject_port,
-                         args=("--connections", str(SESSIONS)))
+                         args=("--allow-root", "--connections", str(SESSIONS)))
     daemon.start()
     start = len(mta.pf.log_text())
     try:
@@ -516,7 +503,7 @@ def test_load_smtp_filter_behind_postfix_delivers_every_message_once(
     finally:
         assert daemon.stop() == 0
     check_exactly_once(result, "smtpd")
-    log = daemon.log()
+    log = daemon.log_text()
     lines = [parse_fields(line.split(" ", 1)[1]) for line in log.splitlines()
              if " msgid=" in line]
     assert len(lines) == LOAD_MESSAGES, len(lines)

@@ -1,4 +1,4 @@
-"""SIGHUP's reload, shared by dupfilter-milter and dupfilter-smtpd (mailfilter.daemon)."""
+"""SIGHUP's reload, shared by dupfilter-milter and dupfilter-smtpd (mailfilter.service)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mailfilter.config import load_settings
-from mailfilter.daemon import reload_settings
+from mailfilter.service import reload_settings
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ scriptable SMTP server as the next hop.  The Postfix loop is in test_smtpd_postf
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -16,186 +15,32 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import pytest
+from doc_blocks import blocks
 from helpers import make_message, paragraph_text
-from postfix_harness import free_port, wait_for_port
+from support.daemons import FilterThread, SmtpdDaemon, parse_fields
+from support.ports import free_port
+from support.smtp_sink import SmtpSink
+from test_decision import PARTIAL_ROWS, PartialRow
 
 from mailfilter.config import ConfigError, Settings, load_settings
-from mailfilter.daemon import LazyEngine
 from mailfilter.engine import Engine
-from mailfilter.smtpd import (
-    FilterServer,
-    FilterSMTP,
-    GroupRecorder,
-    SmtpdController,
-    to_wire,
-)
+from mailfilter.names import SMTPD_ACTIONS
+from mailfilter.smtpd.protocol import FilterSMTP
+from mailfilter.smtpd.server import FilterServer
 from mailfilter.store import StoreError
 
-# ----------------------------------------------------------------------------- next hop
+# What the next hop offers of XFORWARD (no PORT: only what it offers is passed on).
+XFORWARD = "NAME ADDR PROTO HELO IDENT SOURCE"
 
 
-@dataclass
-class Received:
-    """One message as the next hop got it."""
-
-    mail: bytes                 # the MAIL FROM line, as sent
-    rcpts: list[str]
-    xforward: list[bytes]
-    wire: bytes                 # as sent: DATA payload (dot-stuffed, no final ".") or BDAT
-    connection: int
-    bdat: bool = False
-
-    @property
-    def data(self) -> bytes:
-        """The message with dot-stuffing undone."""
-        if self.bdat:
-            return self.wire
-        return b"".join(line[1:] if line.startswith(b".") else line
-                        for line in self.wire.splitlines(keepends=True))
-
-
-@dataclass
-class NextHopStub:
-    """A scriptable next hop: replies can be set per command, failures injected."""
-
-    port: int = 0
-    chunking: bool = False                              # offer CHUNKING (BDAT)
-    mail_reply: str | None = None                       # e.g. "553 5.1.8 bad sender"
-    rcpt_replies: dict[str, str] = field(default_factory=dict)
-    data_reply: str | None = None                       # reply to the final dot
-    data_delay: float = 0.0
-    close_at_data: int = 0          # hang up on the next N DATA (or BDAT) commands
-    close_after_rcpt: int = 0       # hang up after answering the next N RCPT commands
-    close_after_dot: int = 0        # hang up on the next N final dots, without replying
-    stale_after_message: bool = False   # after a message, hang up at the next command
-    messages: list[Received] = field(default_factory=list)
-    commands: list[bytes] = field(default_factory=list)
-    connections: int = 0
-    started_data: threading.Event = field(default_factory=threading.Event)
-
-    def start(self) -> NextHopStub:
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            server = loop.run_until_complete(
-                asyncio.start_server(self._session, "127.0.0.1", self.port))
-            self.port = server.sockets[0].getsockname()[1]
-            ready.set()
-            loop.run_forever()
-            server.close()
-            loop.close()
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        assert ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-
-    def wait(self, count: int, timeout: float = 10.0) -> list[Received]:
-        deadline = time.monotonic() + timeout
-        while len(self.messages) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return self.messages
-
-    async def _session(self, reader: asyncio.StreamReader,
-                       writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        number = self.connections
-        mail, rcpts, xforward, stale = b"", [], [], False
-
-        def say(line: str) -> None:
-            writer.write(line.encode("utf-8") + b"\r\n")
-
-        try:
-            say("220 nexthop.test ESMTP stub")
-            while True:
-                line = await reader.readline()
-                if not line:
-                    return
-                self.commands.append(line)
-                if stale:
-                    return
-                verb = line[:4].upper()
-                if verb == b"EHLO":
-                    for ext in ("nexthop.test", "PIPELINING", "SIZE 104857600", "8BITMIME",
-                                "SMTPUTF8", "XFORWARD NAME ADDR PROTO HELO IDENT SOURCE"):
-                        say(f"250-{ext}")
-                    if self.chunking:
-                        say("250-CHUNKING")
-                    say("250 ENHANCEDSTATUSCODES")
-                elif verb == b"XFOR":
-                    xforward.append(line)
-                    say("250 2.0.0 Ok")
-                elif verb == b"MAIL":
-                    mail, rcpts = line.rstrip(b"\r\n"), []
-                    say(self.mail_reply or "250 2.1.0 Ok")
-                elif verb == b"RCPT":
-                    address = re.search(rb"<([^>]*)>", line).group(1).decode("utf-8")
-                    reply = self.rcpt_replies.get(address.lower())
-                    if reply is None:
-                        rcpts.append(address)
-                    say(reply or "250 2.1.5 Ok")
-                    if self.close_after_rcpt:
-                        self.close_after_rcpt -= 1
-                        await writer.drain()
-                        return
-                elif verb in (b"DATA", b"BDAT"):
-                    if verb == b"BDAT":
-                        assert self.chunking and line.rstrip().upper().endswith(b" LAST")
-                        chunks = [await reader.readexactly(int(line.split()[1]))]
-                    if self.close_at_data:
-                        self.close_at_data -= 1
-                        return
-                    if not rcpts or self.mail_reply:
-                        say("554 5.5.1 Error: no valid recipients")
-                        continue
-                    if verb == b"DATA":
-                        say("354 End data with <CR><LF>.<CR><LF>")
-                        await writer.drain()
-                        chunks = []
-                        self.started_data.set()
-                        while (chunk := await reader.readline()) != b".\r\n":
-                            if not chunk:
-                                return
-                            chunks.append(chunk)
-                    self.started_data.set()
-                    if self.data_delay:
-                        await asyncio.sleep(self.data_delay)
-                    if self.close_after_dot:
-                        self.close_after_dot -= 1
-                        return
-                    if self.data_reply:
-                        say(self.data_reply)
-                    else:
-                        self.messages.append(Received(mail, rcpts, xforward, b"".join(chunks),
-                                                      number, verb == b"BDAT"))
-                        say(f"250 2.0.0 Ok: queued as Q{len(self.messages)}")
-                    mail, rcpts, xforward = b"", [], []
-                    stale = self.stale_after_message
-                elif verb == b"RSET":
-                    mail, rcpts, xforward = b"", [], []
-                    say("250 2.0.0 Ok")
-                elif verb == b"QUIT":
-                    say("221 2.0.0 Bye")
-                    return
-                else:
-                    say("502 5.5.2 Error: command not recognized")
-                await writer.drain()
-        except ConnectionError:
-            return
-        finally:
-            writer.close()
+def next_hop(**options: object) -> SmtpSink:
+    """A scriptable next hop (see SmtpSink's failure knobs), started."""
+    return SmtpSink(xforward=XFORWARD, **options).start()    # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -212,8 +57,8 @@ class ListHandler(logging.Handler):
 
 @dataclass
 class Rig:
-    stub: NextHopStub
-    filter: SmtpdController
+    next_hop: SmtpSink
+    filter: FilterThread
     settings: Settings
     log: ListHandler
 
@@ -252,11 +97,11 @@ class FailingEngine:
 @pytest.fixture
 def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
     """``make_rig(duplicate="discard", mode="proxy", engine=..., ...)`` → a running rig."""
-    started: list[tuple[NextHopStub, SmtpdController, Engine | None]] = []
+    started: list[tuple[SmtpSink, FilterThread, Engine | None]] = []
 
     def make(*, engine: object | None = None, connections: int = 4, chunking: bool = False,
              rules: list[dict[str, str]] | None = None, **smtpd: object) -> Rig:
-        stub = NextHopStub(chunking=chunking).start()
+        stub = next_hop(chunking=chunking)
         settings = load_settings(search=False)
         settings.policy.rules = rules or []
         settings.smtpd.listen = "127.0.0.1:0"
@@ -274,7 +119,7 @@ def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
         logger.addHandler(log)
         logger.setLevel(logging.INFO)
         logger.propagate = False
-        controller = SmtpdController(settings, engine, logger, connections=connections)
+        controller = FilterThread(settings, engine, logger, connections=connections)
         controller.start()
         started.append((stub, controller, own))
         return Rig(stub, controller, settings, log)
@@ -325,10 +170,10 @@ def test_tags_and_reinjects_with_the_original_envelope(rig: Rig) -> None:
     refused = rig.send(raw, "ann@example.org", ("bob@example.net", "carol@example.net"),
                        mail_options=["BODY=8BITMIME"])
     assert refused == {}
-    [got] = rig.stub.wait(1)
+    [got] = rig.next_hop.received(1)
     assert got.mail.startswith(b"MAIL FROM:<ann@example.org>")
     assert b" BODY=8BITMIME" in got.mail and re.search(rb" SIZE=\d+", got.mail)
-    assert got.rcpts == ["bob@example.net", "carol@example.net"]
+    assert got.recipients == ("bob@example.net", "carol@example.net")
     assert header_values(got.data) == ["unique"]
     assert got.data == b"X-Dupfilter: unique\r\n" + raw
     [line] = rig.verdict_lines()
@@ -336,12 +181,22 @@ def test_tags_and_reinjects_with_the_original_envelope(rig: Rig) -> None:
     assert "queued_as=Q1" in line and "recorded=yes" in line and "from=ann@example.org" in line
 
 
+def test_the_log_line_has_the_documented_keys_in_order(rig: Rig) -> None:
+    """docs/postfix.md's example line of dupfilter-smtpd (the Outcome's SMTPD_LINE)."""
+    [example] = blocks("smtpd-log")
+    raw = crlf(make_message(body(61), message_id="<keys@example.org>"))
+    rig.send(raw)
+    rig.send(raw)
+    line = rig.verdict_lines(2)[1]
+    assert list(parse_fields(line)) == list(parse_fields(example.text.split(" ", 1)[1]))
+
+
 def test_second_copy_is_tagged_duplicate_and_the_incoming_header_replaced(rig: Rig) -> None:
     raw = crlf(make_message(body(2), message_id="<twice@example.org>",
                             headers={"X-Dupfilter": "unique; forged"}))
     rig.send(raw)
     rig.send(raw)
-    first, second = rig.stub.wait(2)
+    first, second = rig.next_hop.received(2)
     assert header_values(first.data) == ["unique"]
     [value] = header_values(second.data)
     assert value.startswith("duplicate; score=1.00; reason=") and "seen=2" in value
@@ -351,9 +206,9 @@ def test_second_copy_is_tagged_duplicate_and_the_incoming_header_replaced(rig: R
 def test_null_sender_and_quoted_local_part(rig: Rig) -> None:
     raw = crlf(make_message(body(3), message_id="<bounce@example.org>"))
     rig.send(raw, "", ('"john doe"@example.net',))
-    [got] = rig.stub.wait(1)
+    [got] = rig.next_hop.received(1)
     assert got.mail.startswith(b"MAIL FROM:<>")
-    assert got.rcpts == ['"john doe"@example.net']
+    assert got.recipients == ('"john doe"@example.net',)
 
 
 # ----------------------------------------------------------------------------- protocol
@@ -376,9 +231,9 @@ def test_pipelining(rig: Rig) -> None:
         assert [read_reply(stream)[0] for _ in range(4)] == [250, 250, 250, 354]
         sock.sendall(raw + b".\r\nQUIT\r\n")
         assert [read_reply(stream)[0] for _ in range(2)] == [250, 221]
-    first, second = rig.stub.wait(2)
-    assert first.rcpts == ["bob@example.net", "carol@example.net"]
-    assert second.rcpts == ["dave@example.net"]
+    first, second = rig.next_hop.received(2)
+    assert first.recipients == ("bob@example.net", "carol@example.net")
+    assert second.recipients == ("dave@example.net",)
     assert first.data.endswith(raw) and second.data.endswith(raw)
     # Two messages, and the next hop connection was reused for the second.
     assert first.connection == second.connection
@@ -396,18 +251,18 @@ def test_rset_drops_the_transaction_at_the_next_hop(rig: Rig) -> None:
         assert client.mail("ann@example.org")[0] == 250
         assert client.rcpt("mallory@example.net")[0] == 250
         client.ehlo()
-    [got] = rig.stub.wait(1)
+    [got] = rig.next_hop.received(1)
     time.sleep(0.2)
-    assert len(rig.stub.messages) == 1 and got.rcpts == ["bob@example.net"]
-    assert b"RSET\r\n" in rig.stub.commands
+    assert len(rig.next_hop.messages) == 1 and got.recipients == ("bob@example.net",)
+    assert b"RSET\r\n" in rig.next_hop.commands
 
 
 def test_many_recipients(rig: Rig) -> None:
     rcpts = tuple(f"user{i:03d}@example.net" for i in range(400))
     raw = crlf(make_message(body(6), message_id="<many@example.org>"))
     assert rig.send(raw, "ann@example.org", rcpts) == {}
-    [got] = rig.stub.wait(1)
-    assert got.rcpts == list(rcpts)
+    [got] = rig.next_hop.received(1)
+    assert got.recipients == rcpts
     assert "rcpts=400" in rig.verdict_lines()[0]
 
 
@@ -441,8 +296,8 @@ def test_oversize_is_refused_with_552(make_rig: Callable[..., Rig]) -> None:
         assert [read_reply(stream)[0] for _ in range(3)] == [250, 250, 354]
         sock.sendall(small + b".\r\nQUIT\r\n")
         assert [read_reply(stream)[0] for _ in range(2)] == [250, 221]
-    [got] = rig.stub.wait(1)
-    assert got.rcpts == ["carol@example.net"] and got.data.endswith(small)
+    [got] = rig.next_hop.received(1)
+    assert got.recipients == ("carol@example.net",) and got.data.endswith(small)
     assert any("reason=size" in line and "reply=552" in line for line in rig.log.lines)
 
 
@@ -450,7 +305,7 @@ def test_dot_stuffing(rig: Rig) -> None:
     text = "Subject: dots\r\nMessage-ID: <dots@example.org>\r\n\r\n.\r\n..\r\n.hidden\r\nend\r\n."
     raw = text.encode()
     rig.send(raw)
-    [got] = rig.stub.wait(1)
+    [got] = rig.next_hop.received(1)
     assert got.data == b"X-Dupfilter: unique\r\n" + raw + b"\r\n"
     if got.bdat:    # BDAT: sent as is
         assert got.wire == got.data
@@ -461,7 +316,7 @@ def test_dot_stuffing(rig: Rig) -> None:
 def test_bare_lf_is_normalised_and_cannot_smuggle(rig: Rig) -> None:
     lf = make_message(body(9), message_id="<lf@example.org>")      # LF line ends
     rig.send(lf)        # smtplib adds a CRLF after the last bare LF
-    [got] = rig.stub.wait(1)
+    [got] = rig.next_hop.received(1)
     assert got.data == b"X-Dupfilter: unique\r\n" + lf.replace(b"\n", b"\r\n") + b"\r\n"
     smuggle = (b"Subject: smuggle\nMessage-ID: <smuggle@example.org>\n\nbefore\n.\n"
                b"MAIL FROM:<evil@example.org>\nRCPT TO:<victim@example.net>\nDATA\n"
@@ -469,9 +324,9 @@ def test_bare_lf_is_normalised_and_cannot_smuggle(rig: Rig) -> None:
     with data_session(rig) as (sock, stream):
         sock.sendall(smuggle + b".\r\nQUIT\r\n")
         assert [read_reply(stream)[0] for _ in range(2)] == [250, 221]
-    _, got = rig.stub.wait(2)
-    assert len(rig.stub.messages) == 2
-    assert not any(b"evil" in m.mail for m in rig.stub.messages)
+    _, got = rig.next_hop.received(2)
+    assert len(rig.next_hop.messages) == 2
+    assert not any(b"evil" in m.mail for m in rig.next_hop.messages)
     assert b"\r\n.\r\nMAIL FROM:<evil@example.org>\r\n" in got.data
     assert b"\n" not in got.wire.replace(b"\r\n", b"")
 
@@ -491,10 +346,10 @@ def test_8bit_and_smtputf8_pass_byte_for_byte(rig: Rig) -> None:
               "Content-Type: text/plain; charset=iso-8859-1\r\n\r\n"
               "d\xe9j\xe0 vu, \xfcber alles\r\n").encode("latin-1")
     rig.send(latin1, mail_options=["BODY=8BITMIME"])
-    first, second = rig.stub.wait(2)
+    first, second = rig.next_hop.received(2)
     assert "jörg@bücher.example".encode() in first.mail
     assert b" SMTPUTF8" in first.mail and b" BODY=8BITMIME" in first.mail
-    assert first.rcpts == ["zoë@example.net"]
+    assert first.recipients == ("zoë@example.net",)
     assert first.data == b"X-Dupfilter: unique\r\n" + utf8
     assert second.data == b"X-Dupfilter: unique\r\n" + latin1
 
@@ -511,7 +366,7 @@ def test_xforward_is_passed_on(rig: Rig) -> None:
         client.sendmail("ann@example.org", ["bob@example.net"], raw)
         client.mail("ann@example.org")
         assert client.docmd("XFORWARD", "ADDR=192.0.2.8")[0] == 503
-    [got] = rig.stub.wait(1)
+    [got] = rig.next_hop.received(1)
     sent = b" ".join(got.xforward)
     # The stub offers no PORT: only what it offers is passed on.
     assert b"ADDR=192.0.2.7" in sent and b"IDENT=4Qx1Yz2AbC" in sent and b"PORT" not in sent
@@ -525,7 +380,7 @@ def test_big_message_with_long_lines(rig: Rig) -> None:
            + b"".join(b".%d " % i + line for i in range(600)))
     assert len(raw) > 3_000_000
     rig.send(raw)
-    [got] = rig.stub.wait(1, timeout=30)
+    [got] = rig.next_hop.received(1, timeout=30)
     assert got.data == b"X-Dupfilter: unique\r\n" + raw
 
 
@@ -549,9 +404,9 @@ def test_concurrent_sessions_share_a_small_pool(make_rig: Callable[..., Rig]) ->
     for thread in threads:
         thread.join(60)
     assert errors == []
-    assert len(rig.stub.wait(60)) == 60
+    assert len(rig.next_hop.received(60)) == 60
     # Never more than two connections to the next hop at once, kept open and reused.
-    assert rig.stub.connections <= 2
+    assert rig.next_hop.connections <= 2
 
 
 def test_allow_rule_sees_the_envelope_sender(make_rig: Callable[..., Rig]) -> None:
@@ -561,63 +416,10 @@ def test_allow_rule_sees_the_envelope_sender(make_rig: Callable[..., Rig]) -> No
     rig.send(raw, "cron@example.org")
     rig.send(raw, "cron@example.org")
     rig.send(raw, "ann@example.org")
-    messages = rig.stub.wait(3)
+    messages = rig.next_hop.received(3)
     assert [header_values(m.data) for m in messages] == [
         ["unique; skipped=cron"], ["unique; skipped=cron"], ["unique"]]
     assert ["recorded=no" in line for line in rig.verdict_lines(3)] == [True, True, False]
-
-
-class SlowStore:
-    """Counts write transactions; each takes a while, like a disk sync."""
-
-    def __init__(self) -> None:
-        self.transactions = 0
-
-    def atomically(self, fn: Callable[[], object]) -> object:
-        self.transactions += 1
-        time.sleep(0.05)
-        return fn()
-
-
-class CountingEngine:
-    def __init__(self, fail: bool = False) -> None:
-        self.store = SlowStore()
-        self.recorded: list[object] = []
-        self.fail = fail
-
-    def record(self, verdict: object) -> int | None:
-        if self.fail:
-            raise StoreError("disk full")
-        self.recorded.append(verdict)
-        return None if verdict == "exempt" else len(self.recorded)
-
-
-@pytest.mark.parametrize("fail", [False, True])
-def test_group_recorder_commits_many_per_transaction(fail: bool) -> None:
-    import concurrent.futures
-
-    engine = CountingEngine(fail=fail)
-    log = ListHandler()
-    logger = logging.getLogger(f"dupfilter.test.{id(log)}")
-    logger.addHandler(log)
-
-    async def run() -> list[bool]:
-        with concurrent.futures.ThreadPoolExecutor(2) as executor:
-            engines = LazyEngine(Settings(), logger, "smtpd", engine=engine)
-            recorder = GroupRecorder(engines, executor, logger, set())
-            first = asyncio.ensure_future(recorder.record("v0"))  # type: ignore[arg-type]
-            await asyncio.sleep(0.01)                   # the first commit is under way
-            rest = [recorder.record(v) for v in [f"v{i}" for i in range(1, 20)] + ["exempt"]]
-            return [await first, *await asyncio.gather(*rest)]
-
-    results = asyncio.run(run())
-    if fail:
-        assert results == [False] * 21 and engine.recorded == []
-        assert any("cannot record" in line for line in log.lines)
-    else:
-        assert results == [True] * 20 + [False]        # the allow rule's exemption
-        assert len(engine.recorded) == 21
-    assert engine.store.transactions == 2               # 1 message, then the 20 that waited
 
 
 class Capture:
@@ -717,19 +519,12 @@ def test_address_parsing_matches_aiosmtpd() -> None:
         assert ours._getaddr(arg) == stock._getaddr(arg), arg
 
 
-def test_to_wire() -> None:
-    assert to_wire(b"") == b".\r\n"
-    assert to_wire(b"a\r\n.b\r\n") == b"a\r\n..b\r\n.\r\n"
-    assert to_wire(b".a\nb") == b"..a\r\nb\r\n.\r\n"
-    assert to_wire(b"a\r\rb\r\n") == b"a\r\rb\r\n.\r\n"
-
-
 # ----------------------------------------------------------------------------- next hop
 
 
 def test_next_hop_down_is_a_451(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig()
-    rig.stub.stop()
+    rig.next_hop.stop()
     raw = crlf(make_message(body(12), message_id="<down@example.org>"))
     with pytest.raises(smtplib.SMTPRecipientsRefused) as caught:
         rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
@@ -738,7 +533,7 @@ def test_next_hop_down_is_a_451(make_rig: Callable[..., Rig]) -> None:
 
 
 def test_next_hop_refusals_are_passed_back_per_recipient(rig: Rig) -> None:
-    rig.stub.rcpt_replies = {"nobody@example.net": "550 5.1.1 <nobody@example.net>: unknown",
+    rig.next_hop.rcpt_replies = {"nobody@example.net": "550 5.1.1 <nobody@example.net>: unknown",
                              "full@example.net": "452 4.2.2 mailbox full"}
     raw = crlf(make_message(body(13), message_id="<partly@example.org>"))
     refused = rig.send(raw, rcpts=("bob@example.net", "nobody@example.net",
@@ -746,13 +541,13 @@ def test_next_hop_refusals_are_passed_back_per_recipient(rig: Rig) -> None:
     assert {k: v[0] for k, v in refused.items()} == {"nobody@example.net": 550,
                                                       "full@example.net": 452}
     assert refused["nobody@example.net"][1] == b"5.1.1 <nobody@example.net>: unknown"
-    [got] = rig.stub.wait(1)
-    assert got.rcpts == ["bob@example.net"]
+    [got] = rig.next_hop.received(1)
+    assert got.recipients == ("bob@example.net",)
     assert "rcpts=1" in rig.verdict_lines()[0]
 
 
 def test_next_hop_mail_refusal_reaches_every_recipient(rig: Rig) -> None:
-    rig.stub.mail_reply = "553 5.1.8 sender domain does not exist"
+    rig.next_hop.mail_reply = "553 5.1.8 sender domain does not exist"
     raw = crlf(make_message(body(14), message_id="<nosender@example.org>"))
     with pytest.raises(smtplib.SMTPRecipientsRefused) as caught:
         rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
@@ -763,44 +558,44 @@ def test_next_hop_mail_refusal_reaches_every_recipient(rig: Rig) -> None:
 @pytest.mark.parametrize("reply", ["554 5.7.0 content refused", "452 4.3.1 queue full"])
 def test_next_hop_end_of_data_reply_is_passed_back_and_not_recorded(
         rig: Rig, reply: str) -> None:
-    rig.stub.data_reply = reply
+    rig.next_hop.data_reply = reply
     raw = crlf(make_message(body(15), message_id="<refused@example.org>"))
     with pytest.raises(smtplib.SMTPDataError) as caught:
         rig.send(raw)
     assert caught.value.smtp_code == int(reply[:3])
     assert caught.value.smtp_error == reply[4:].encode()
-    rig.stub.data_reply = None
+    rig.next_hop.data_reply = None
     rig.send(raw)
-    [got] = rig.stub.wait(1)
+    [got] = rig.next_hop.received(1)
     # The refused copy was not remembered: this one is still new.
     assert header_values(got.data) == ["unique"]
     assert "recorded=no" in rig.verdict_lines()[0]
 
 
 def test_connection_lost_after_the_dot_is_a_451(rig: Rig) -> None:
-    rig.stub.close_after_dot = 1
+    rig.next_hop.close_after_dot = 1
     raw = crlf(make_message(body(16), message_id="<lost@example.org>"))
     with pytest.raises(smtplib.SMTPDataError) as caught:
         rig.send(raw)
     assert caught.value.smtp_code == 451
     assert "maybe_delivered=yes" in rig.verdict_lines()[0]
     rig.send(raw)               # the retry goes through on a new connection
-    assert len(rig.stub.wait(1)) == 1
+    assert len(rig.next_hop.received(1)) == 1
 
 
 def test_next_hop_gone_before_the_message_is_replayed(rig: Rig) -> None:
-    rig.stub.close_after_rcpt = 1
+    rig.next_hop.close_after_rcpt = 1
     raw = crlf(make_message(body(17), message_id="<replay@example.org>"))
     rig.send(raw, rcpts=("bob@example.net",))
-    [got] = rig.stub.wait(1)
-    assert got.rcpts == ["bob@example.net"]
-    assert rig.stub.connections == 2
+    [got] = rig.next_hop.received(1)
+    assert got.recipients == ("bob@example.net",)
+    assert rig.next_hop.connections == 2
 
 
 def test_next_hop_lost_at_the_data_command(rig: Rig) -> None:
-    rig.stub.close_at_data = 1
+    rig.next_hop.close_at_data = 1
     raw = crlf(make_message(body(27), message_id="<atdata@example.org>"))
-    if rig.stub.chunking:
+    if rig.next_hop.chunking:
         # BDAT carries the message: it may have arrived, so the upstream retries later.
         with pytest.raises(smtplib.SMTPDataError) as caught:
             rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
@@ -809,17 +604,17 @@ def test_next_hop_lost_at_the_data_command(rig: Rig) -> None:
         return
     # DATA got no 354: nothing went out, so the transaction is replayed at once.
     rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
-    [got] = rig.stub.wait(1)
-    assert got.rcpts == ["bob@example.net", "carol@example.net"]
-    assert rig.stub.connections == 2
+    [got] = rig.next_hop.received(1)
+    assert got.recipients == ("bob@example.net", "carol@example.net")
+    assert rig.next_hop.connections == 2
 
 
 def test_stale_kept_open_connection_is_replaced(rig: Rig) -> None:
-    rig.stub.stale_after_message = True
+    rig.next_hop.stale_after_message = True
     for seed in (18, 19, 20):
         rig.send(crlf(make_message(body(seed), message_id=f"<stale{seed}@example.org>")))
-    assert len(rig.stub.wait(3)) == 3
-    assert rig.stub.connections == 3
+    assert len(rig.next_hop.received(3)) == 3
+    assert rig.next_hop.connections == 3
 
 
 # ----------------------------------------------------------------------------- actions
@@ -831,7 +626,7 @@ def test_discard(make_rig: Callable[..., Rig]) -> None:
     for _ in range(3):
         assert rig.send(raw) == {}
     time.sleep(0.2)
-    assert len(rig.stub.messages) == 1
+    assert len(rig.next_hop.messages) == 1
     lines = rig.verdict_lines(3)
     assert ["action=discard" in line for line in lines] == [False, True, True]
     # A discarded copy is not recorded: the third one still counts seen=2.
@@ -843,14 +638,43 @@ def test_discard_drops_only_recipients_who_had_it(make_rig: Callable[..., Rig]) 
     raw = crlf(make_message(body(22), message_id="<scope@example.org>"))
     rig.send(raw, rcpts=("bob@example.net",))
     rig.send(raw, rcpts=("Bob@example.net", "carol@example.net"))
-    first, second = rig.stub.wait(2)
-    assert second.rcpts == ["carol@example.net"]
+    first, second = rig.next_hop.received(2)
+    assert second.recipients == ("carol@example.net",)
     assert header_values(second.data) == ["unique"]
     assert "dropped=1" in rig.verdict_lines(2)[1]
     # Now both had it: the whole message is discarded.
     rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
     time.sleep(0.2)
-    assert len(rig.stub.messages) == 2
+    assert len(rig.next_hop.messages) == 2
+
+
+@pytest.mark.parametrize("row", [row for row in PARTIAL_ROWS
+                                 if {row.duplicate, row.unique} <= set(SMTPD_ACTIONS)],
+                         ids=lambda row: row.id)
+def test_partial_duplicate_table(make_rig: Callable[..., Rig], row: PartialRow) -> None:
+    """The planner's partial-duplicate rows through dupfilter-smtpd (bob had it, carol
+    not); before the queue, so that reject is allowed."""
+    rig = make_rig(mode="proxy", duplicate=row.duplicate)
+    raw = crlf(make_message(body(60), message_id="<table@example.org>"))
+    rig.send(raw, rcpts=("bob@example.net",))       # recorded under unique = "tag"
+    rig.next_hop.received(1)
+    rig.settings.smtpd.actions.unique = row.unique
+    if row.reply == 250:
+        assert rig.send(raw, rcpts=("bob@example.net", "carol@example.net")) == {}
+    else:
+        with pytest.raises(smtplib.SMTPDataError) as caught:
+            rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
+        assert caught.value.smtp_code == row.reply
+    fields = parse_fields(rig.verdict_lines(2)[1].split(" ", 1)[-1])
+    assert (fields["action"], fields.get("note")) == (row.action, row.note)
+    if not row.carol:
+        time.sleep(0.2)
+        assert len(rig.next_hop.messages) == 1
+        return
+    _, got = rig.next_hop.received(2)
+    assert got.recipients == (("bob@example.net",) if row.bob else ()) + ("carol@example.net",)
+    assert [v.split(";")[0] for v in header_values(got.data)] == (
+        [row.header] if row.header else [])
 
 
 def test_reject_in_proxy_mode(make_rig: Callable[..., Rig]) -> None:
@@ -863,8 +687,8 @@ def test_reject_in_proxy_mode(make_rig: Callable[..., Rig]) -> None:
         550, b"5.7.1 Seen that already")
     # Only bob had it: carol must get it, so it is tagged instead.
     rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
-    first, second = rig.stub.wait(2)
-    assert second.rcpts == ["bob@example.net", "carol@example.net"]
+    first, second = rig.next_hop.received(2)
+    assert second.recipients == ("bob@example.net", "carol@example.net")
     assert header_values(second.data)[0].startswith("duplicate")
 
 
@@ -892,7 +716,7 @@ def test_accept_passes_untagged(make_rig: Callable[..., Rig]) -> None:
     rig.send(raw)
     plain = crlf(make_message(body(26), message_id="<plain@example.org>"))
     rig.send(plain)
-    got, untouched = rig.stub.wait(2)
+    got, untouched = rig.next_hop.received(2)
     assert got.data == clean and header_values(got.data) == []
     assert untouched.data == plain         # nothing to remove: byte for byte
     assert "action=accept" in rig.verdict_lines()[0]
@@ -905,8 +729,8 @@ def test_discard_of_seen_recipients_under_accept_removes_a_forged_header(
     raw, clean = forged(27, "<partial@example.org>")
     rig.send(raw, rcpts=("bob@example.net",))
     rig.send(raw, rcpts=("bob@example.net", "carol@example.net"))
-    first, second = rig.stub.wait(2)
-    assert second.rcpts == ["carol@example.net"]
+    first, second = rig.next_hop.received(2)
+    assert second.recipients == ("carol@example.net",)
     assert first.data == clean and second.data == clean
     assert "note=discard-seen-recipients" in rig.verdict_lines(2)[1]
 
@@ -924,7 +748,7 @@ def test_removing_the_header_failing_passes_the_message_unchanged(
     rig = make_rig(engine=FailingEngine())
     raw, _ = forged(28, "<unremovable@example.org>")
     assert rig.send(raw) == {}
-    [got] = rig.stub.wait(1)
+    [got] = rig.next_hop.received(1)
     assert got.data == raw
     assert any("cannot remove an incoming X-Dupfilter header (MemoryError" in line
                for line in rig.log.lines)
@@ -937,14 +761,14 @@ def test_internal_error_follows_on_error(make_rig: Callable[..., Rig], on_error:
     raw = crlf(make_message(body(25), message_id="<error@example.org>"))
     if on_error == "accept":
         rig.send(raw)
-        [got] = rig.stub.wait(1)
+        [got] = rig.next_hop.received(1)
         assert got.data == raw
     else:
         with pytest.raises(smtplib.SMTPDataError) as caught:
             rig.send(raw)
         assert caught.value.smtp_code == 451
         time.sleep(0.2)
-        assert rig.stub.messages == []
+        assert rig.next_hop.messages == []
     [line] = rig.verdict_lines()
     assert "verdict=error" in line and "StoreError" in line
 
@@ -955,7 +779,7 @@ def test_on_error_accept_removes_a_forged_header(make_rig: Callable[..., Rig]) -
     rig = make_rig(engine=FailingEngine(), on_error="accept")
     raw, clean = forged(29, "<error-forged@example.org>")
     assert rig.send(raw) == {}
-    [got] = rig.stub.wait(1)
+    [got] = rig.next_hop.received(1)
     assert got.data == clean and header_values(got.data) == []
     [line] = rig.verdict_lines()
     assert "verdict=error" in line and "action=accept" in line and "reply=250" in line
@@ -982,7 +806,7 @@ def test_non_exception_error_follows_on_error_and_frees_the_connection(
         with smtplib.SMTP("127.0.0.1", rig.port, local_hostname="client.test",
                           timeout=15) as client:
             assert client.sendmail("ann@example.org", ["bob@example.net"], raw) == {}
-        assert rig.stub.wait(n)[-1].data == raw
+        assert rig.next_hop.received(n)[-1].data == raw
     lines = rig.verdict_lines(2)
     assert len(lines) == 2 and all("SystemExit" in line for line in lines)
 
@@ -1001,37 +825,31 @@ def test_a_failing_log_line_does_not_turn_a_delivery_into_a_451(
     logger.addFilter(Broken())
     raw = crlf(make_message(body(40), message_id="<logfail@example.org>"))
     assert rig.send(raw) == {}
-    assert len(rig.stub.wait(1)) == 1
+    assert len(rig.next_hop.received(1)) == 1
 
 
 # ----------------------------------------------------------------------------- the daemon
 
 
 @pytest.fixture
-def stub() -> Iterator[NextHopStub]:
-    started = NextHopStub().start()
+def stub() -> Iterator[SmtpSink]:
+    started = next_hop()
     yield started
     started.stop()
 
 
-def start_daemon(tmp_path: Path, next_hop: int, *extra: str, config: str = ""
-                 ) -> tuple[subprocess.Popen[str], int]:
-    conf = tmp_path / "dupfilter.toml"
-    conf.write_text(config)
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mailfilter.smtpd", "--config", str(conf), "--listen",
-         f"127.0.0.1:{port}", "--next-hop", f"127.0.0.1:{next_hop}", "--db",
-         str(tmp_path / "db"), *extra], stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    return proc, port
+def smtpd_daemon(tmp_path: Path, stub: SmtpSink, *args: str, config: str = "",
+                 env: dict[str, str] | None = None) -> SmtpdDaemon:
+    return SmtpdDaemon(tmp_path, free_port(), stub.port, config, db=tmp_path / "db",
+                       args=args, env=env)
 
 
 def test_daemon_tags_and_drains_in_flight_mail_on_sigterm(tmp_path: Path,
-                                                          stub: NextHopStub) -> None:
-    proc, port = start_daemon(tmp_path, stub.port, "--allow-root")
+                                                          stub: SmtpSink) -> None:
+    daemon = smtpd_daemon(tmp_path, stub, "--allow-root").start()
+    proc, port = daemon.proc, daemon.port
+    assert proc is not None
     try:
-        wait_for_port("127.0.0.1", port)
         stub.data_delay = 1.0
         raw = crlf(make_message(body(26), message_id="<term@example.org>"))
         result: dict[str, object] = {}
@@ -1055,9 +873,8 @@ def test_daemon_tags_and_drains_in_flight_mail_on_sigterm(tmp_path: Path,
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    stderr = proc.stderr.read()
+        daemon.kill()
+    stderr = daemon.log_text()
     [got] = stub.messages
     assert header_values(got.data) == ["unique"]
     assert "listening on" in stderr and "verdict=unique" in stderr and "stopped" in stderr
@@ -1065,15 +882,16 @@ def test_daemon_tags_and_drains_in_flight_mail_on_sigterm(tmp_path: Path,
 
 
 def test_daemon_without_its_store_runs_on_error_and_opens_it_later(
-        tmp_path: Path, stub: NextHopStub) -> None:
+        tmp_path: Path, stub: SmtpSink) -> None:
     """A store that cannot be opened at start (here a file is where its folder should be)
     is one log line, not an exit and a systemd restart loop: mail goes on by on_error
     (accept: untagged, a forged header removed), and once the store can be opened the
     same process checks again."""
     (tmp_path / "db").write_text("not a folder")
-    proc, port = start_daemon(tmp_path, stub.port, "--allow-root", "--store-retry", "0.5")
+    daemon = smtpd_daemon(tmp_path, stub, "--allow-root", "--store-retry", "0.5").start()
+    proc, port = daemon.proc, daemon.port
+    assert proc is not None
     try:
-        wait_for_port("127.0.0.1", port)
         raw = crlf(make_message(body(27), message_id="<nostore@example.org>"))
         with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
             assert client.sendmail("ann@example.org", ["bob@example.net"],
@@ -1085,9 +903,8 @@ def test_daemon_without_its_store_runs_on_error_and_opens_it_later(
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    stderr = proc.stderr.read()
+        daemon.kill()
+    stderr = daemon.log_text()
     first, second = stub.messages
     assert header_values(first.data) == []                 # passed on by on_error=accept
     assert header_values(second.data) == ["unique"]        # checked: the store is open now
@@ -1096,11 +913,12 @@ def test_daemon_without_its_store_runs_on_error_and_opens_it_later(
     assert "Traceback" not in stderr
 
 
-def test_daemon_refuses_root_without_allow_root(tmp_path: Path, stub: NextHopStub) -> None:
+def test_daemon_refuses_root_without_allow_root(tmp_path: Path, stub: SmtpSink) -> None:
     assert os.geteuid() == 0, "this test runs as root (CI does): it checks refusing root"
-    proc, _ = start_daemon(tmp_path, stub.port)
-    assert proc.wait(30) == 2
-    assert "refusing to run as root" in proc.stderr.read()
+    done = subprocess.run(smtpd_daemon(tmp_path, stub).command(), capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 2
+    assert "refusing to run as root" in done.stderr
 
 
 @pytest.mark.parametrize("config, message", [
@@ -1108,7 +926,7 @@ def test_daemon_refuses_root_without_allow_root(tmp_path: Path, stub: NextHopStu
     ("[smtpd]\nmode = \"sideways\"\n", "smtpd.mode"),
     ("[smtpd]\nlisten = \"nowhere\"\n", None),
 ])
-def test_daemon_reports_bad_settings(tmp_path: Path, stub: NextHopStub, config: str,
+def test_daemon_reports_bad_settings(tmp_path: Path, stub: SmtpSink, config: str,
                                      message: str | None) -> None:
     conf = tmp_path / "bad.toml"
     conf.write_text(config)
@@ -1147,23 +965,22 @@ def test_overlong_command_is_refused_and_the_session_goes_on(rig: Rig) -> None:
 
 
 def test_daemon_notifies_systemd_and_reloads_on_sighup(tmp_path: Path,
-                                                       stub: NextHopStub) -> None:
+                                                       stub: SmtpSink) -> None:
     """Type=notify readiness, and SIGHUP applying new actions without a restart."""
     notify_path = tmp_path / "notify.sock"
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(notify_path))
     notify.settimeout(20)
-    os.environ["NOTIFY_SOCKET"] = str(notify_path)
-    try:
-        proc, port = start_daemon(tmp_path, stub.port, "--allow-root")
-    finally:
-        del os.environ["NOTIFY_SOCKET"]
+    daemon = smtpd_daemon(tmp_path, stub, "--allow-root",
+                          env={"NOTIFY_SOCKET": str(notify_path)}).start()
+    proc, port = daemon.proc, daemon.port
+    assert proc is not None
     try:
         assert b"READY=1" in notify.recv(4096)
         raw = crlf(make_message(body(27), message_id="<hup1@example.org>"))
         with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
             client.sendmail("ann@example.org", ["bob@example.net"], raw)
-        (tmp_path / "dupfilter.toml").write_text('[smtpd.actions]\nduplicate = "discard"\n')
+        daemon.config.write_text('[smtpd.actions]\nduplicate = "discard"\n')
         proc.send_signal(signal.SIGHUP)
         assert b"RELOADING=1" in notify.recv(4096)
         assert b"READY=1" in notify.recv(4096)
@@ -1175,7 +992,6 @@ def test_daemon_notifies_systemd_and_reloads_on_sighup(tmp_path: Path,
         assert proc.wait(15) == 0
     finally:
         notify.close()
-        if proc.poll() is None:
-            proc.kill()
+        daemon.kill()
     assert len(stub.messages) == 1                  # the duplicate was discarded after HUP
-    assert "reloaded" in proc.stderr.read()
+    assert "reloaded" in daemon.log_text()

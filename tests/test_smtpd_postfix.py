@@ -5,7 +5,7 @@
     proxy:        client ─► smtpd :P (smtpd_proxy_filter=127.0.0.1:F2)
                   ─► dupfilter-smtpd :F2 (mode proxy) ─► smtpd :R ─► sink
 
-Everything is started here: a private Postfix (tests/postfix_harness.py) and the
+Everything is started here: a private Postfix (tests/support/postfix.py) and the
 ``dupfilter-smtpd`` daemon as its own process, as it runs in production.
 """
 
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 from helpers import make_message, paragraph_text
-from postfix_harness import PostfixHarness, free_port, wait_for_port
-from smtpd_support import SmtpdDaemon, filter_master_cf
+from support.daemons import SmtpdDaemon
+from support.ports import free_port, wait_for_port
+from support.postfix import PostfixHarness, filter_master_cf
 
 Loop = tuple[PostfixHarness, SmtpdDaemon, SmtpdDaemon, int]
 
@@ -60,7 +61,7 @@ def loop() -> Iterator[Loop]:
         for each in (daemon, proxy):
             if each.proc is not None:
                 assert each.stop() == 0
-            logs += each.log()
+            logs += each.log_text()
         shutil.rmtree(root, ignore_errors=True)
         assert "Traceback" not in logs, logs
 
@@ -86,7 +87,7 @@ def test_second_copy_arrives_tagged(loop: Loop) -> None:
     # re-injected one; the re-injection smtpd got the original queue id by XFORWARD too.
     # Both are written while the copies travel on (the mail log by postlogd): wait for them.
     deadline = time.monotonic() + 15
-    while len(lines := [line for line in daemon.log().splitlines()
+    while len(lines := [line for line in daemon.log_text().splitlines()
                         if "msgid=<loop-twice@" in line]) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(lines) == 2, lines
@@ -193,7 +194,7 @@ def test_filter_down_defers_then_delivers_once(loop: Loop) -> None:
     pf.flush()
     [got] = pf.wait_for_delivery(1, recipient="filterdown@sink.test", settle=1.0)
     assert got.header("X-Dupfilter") == ["unique"]
-    assert "stopped" in daemon.log()
+    assert "stopped" in daemon.log_text()
 
 
 def test_proxy_mode_rejects_a_duplicate_before_the_queue(loop: Loop) -> None:
@@ -208,7 +209,7 @@ def test_proxy_mode_rejects_a_duplicate_before_the_queue(loop: Loop) -> None:
     [got] = pf.wait_for_delivery(1, recipient="proxied@sink.test", settle=1.0)
     assert got.header("X-Dupfilter") == ["unique"] and got.data.endswith(raw)
     assert len(pf.deliveries("proxied@sink.test")) == 1
-    assert "action=reject" in proxy.log()
+    assert "action=reject" in proxy.log_text()
 
 
 def test_proxy_mode_passes_a_recipient_refusal_back_at_rcpt(loop: Loop) -> None:

@@ -97,8 +97,8 @@ def test_postfix_can_reach_the_milter_socket_folder() -> None:
 
 
 @pytest.mark.parametrize(("unit", "module", "grace"), [
-    ("dupfilter-milter.service", "mailfilter.milter", "SHUTDOWN_GRACE_SECONDS"),
-    ("dupfilter-smtpd.service", "mailfilter.smtpd", "DRAIN_SECONDS")])
+    ("dupfilter-milter.service", "mailfilter.milter.server", "SHUTDOWN_GRACE_SECONDS"),
+    ("dupfilter-smtpd.service", "mailfilter.smtpd.server", "DRAIN_SECONDS")])
 def test_stop_timeout_outlasts_the_daemons_own_shutdown(unit: str, module: str,
                                                           grace: str) -> None:
     """systemd's SIGKILL must not land while the daemon still finishes messages in flight

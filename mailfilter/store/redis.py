@@ -60,6 +60,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import xxhash
 
+from mailfilter.names import Kind
 from mailfilter.store import (
     SCHEMA_VERSION,
     Candidates,
@@ -90,7 +91,7 @@ _NEWEST_EXACT = 16     # ids read per Message-ID and per digest, as LMDB
 _SLOTS = 16384
 _BATCH = 500
 _MISMATCH = "DUPFILTER-MISMATCH"
-_VERDICTS = ("unique", "duplicate", "near-duplicate")
+_VERDICTS = tuple(Kind)
 
 
 # -- the record layout, as the Lua scripts need it ----------------------------------------

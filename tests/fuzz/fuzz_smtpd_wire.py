@@ -5,15 +5,15 @@
 
 Each input is a message as aiosmtpd hands it over (already un-dot-stuffed).  The filter
 relays ``to_crlf(tag_message(raw, header))`` (tag) or ``to_crlf(pass_through(raw)[0])``
-(accept, on_error), after DATA with ``dot_stuff`` (``to_wire`` does both steps), or as
-is with ``BDAT n LAST``.  Any exception escaping them is a finding, and so is a broken
+(accept, on_error), after DATA with ``dot_stuff``, or as is with ``BDAT n LAST``
+(``mailfilter/smtpd/wire.py``).  Any exception escaping them is a finding, and so is a broken
 invariant that a postmaster relies on, each one no more than the code itself promises:
 
 * the payload has CRLF line ends only (no bare LF) and ends in CRLF, unless empty
   (``to_crlf``: "every line ending in CRLF"), so ``BDAT`` sends the same lines;
-* the DATA bytes (``dot_stuff(payload)``, as ``Relay.deliver`` sends them, and
-  ``to_wire(payload)``) end with the one ``<CRLF>.<CRLF>`` terminator (for an empty
-  payload ``.<CRLF>`` right after the DATA command's CRLF) and contain no earlier one;
+* the DATA bytes (``dot_stuff(payload)``, as ``Relay.deliver`` sends them) end with the
+  one ``<CRLF>.<CRLF>`` terminator (for an empty payload ``.<CRLF>`` right after the DATA
+  command's CRLF) and contain no earlier one;
   every line ends in CRLF; a server that un-dot-stuffs them (RFC 5321 4.5.2: the final
   ``.`` line goes, one leading dot of any other line goes) gets ``payload`` back exactly;
 * a next hop that also takes a bare LF for a line end (``to_crlf``'s docstring promises
@@ -23,7 +23,7 @@ invariant that a postmaster relies on, each one no more than the code itself pro
 * the body of ``raw`` (after the first empty line, as ``parse`` finds it once CRLF is read
   as LF) ends the payload, with its bare LFs made CRLF and, if it did not end in CRLF, a
   CRLF after it: the documented conversion, nothing else;
-* ``to_wire(raw)`` itself obeys the same, with ``to_crlf(raw)`` as the payload.
+* ``to_crlf(raw)`` itself obeys the same.
 
 Seeds: see ``EDGE_CASES``; add real mail (the SpamAssassin corpus) to the corpus dir.
 """
@@ -40,11 +40,11 @@ if __name__ == "__main__":
     import atheris
 
     with atheris.instrument_imports(include=["mailfilter"]):
-        from mailfilter import smtpd
         from mailfilter.headers import pass_through, tag_message
+        from mailfilter.smtpd import wire as smtp_wire
 else:
-    from mailfilter import smtpd
     from mailfilter.headers import pass_through, tag_message
+    from mailfilter.smtpd import wire as smtp_wire
 
 # Hand-made edge cases of the wire format (also run by tests/test_smtpd_wire.py).
 EDGE_CASES: tuple[bytes, ...] = (
@@ -135,9 +135,8 @@ def check_wire(payload: bytes, wire: bytes) -> None:
 def check_payload(payload: bytes, body: bytes | None, what: str) -> None:
     assert b"\n" not in payload.replace(b"\r\n", b""), f"{what}: a bare LF in the payload"
     assert not payload or payload.endswith(b"\r\n"), f"{what}: no final CRLF"
-    assert smtpd.to_crlf(payload) == payload, f"{what}: to_crlf changes its own output"
-    stuffed = smtpd.dot_stuff(payload)          # what Relay.deliver sends after DATA
-    assert smtpd.to_wire(payload) == stuffed, f"{what}: to_wire differs from dot_stuff"
+    assert smtp_wire.to_crlf(payload) == payload, f"{what}: to_crlf changes its own output"
+    stuffed = smtp_wire.dot_stuff(payload)      # what Relay.deliver sends after DATA
     check_wire(payload, stuffed)
     if body is not None:
         kept = crlf_lines(body)
@@ -150,10 +149,9 @@ def check(raw: bytes) -> None:
     """All the invariants on one message ``raw`` as aiosmtpd gives it."""
     body = body_after_separator(raw)
     passed, _ = pass_through(raw)
-    check_payload(smtpd.to_crlf(passed), body, "untagged")
-    check_payload(smtpd.to_crlf(tag_message(raw, "unique")), body, "tagged")
-    check_wire(smtpd.to_crlf(raw), smtpd.to_wire(raw))
-    check_payload(smtpd.to_crlf(raw), body, "raw")
+    check_payload(smtp_wire.to_crlf(passed), body, "untagged")
+    check_payload(smtp_wire.to_crlf(tag_message(raw, "unique")), body, "tagged")
+    check_payload(smtp_wire.to_crlf(raw), body, "raw")
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Everything lives under one folder: config, queue, data, log, a virtual Maildir, and a
 loopback SMTP sink.  Nothing touches the system Postfix (which may not even be configured).
-Runs as root (Postfix's master needs it); see docs in integration-recipes section 5.
+Runs as root (Postfix's master needs it).
 
     pf = PostfixHarness(tmp_path, main_cf=["smtpd_milters = unix:/x.sock"])
     pf.start()
@@ -19,7 +19,8 @@ Recipients:
 
 Extra ``main_cf`` lines (``name = value``) override the defaults; extra ``master_cf`` lines
 are appended as they are (add services: a content-filter loop, a second smtpd on another
-port; pick ports with :func:`free_port`).  ``{root}`` in either is replaced by the folder.
+port; pick ports with :func:`~support.ports.free_port`); :func:`filter_master_cf` gives
+those of dupfilter-smtpd's loop.  ``{root}`` in either is replaced by the folder.
 
 The folder: pass ``None`` (the default) for a fresh world-traversable one under /tmp, removed
 by :meth:`stop`.  Postfix's queue may live anywhere root can reach, but two things need every
@@ -30,19 +31,18 @@ pytest's ``tmp_path`` is not (``/tmp/pytest-of-root`` is 0700).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
 import smtplib
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from .ports import free_port, wait_for_port
+from .smtp_sink import Delivery, SmtpSink
 
 POSTFIX = shutil.which("postfix") or "/usr/sbin/postfix"
 POSTCONF = shutil.which("postconf") or "/usr/sbin/postconf"
@@ -83,39 +83,6 @@ postlog   unix-dgram n  -       n       -       1       postlogd
 """
 
 
-_HANDED_OUT: set[int] = set()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago on ``host``, and not handed out before.
-
-    Tests often pick several ports before anything binds them (a master.cf with four
-    services); once closed, a probed port is free again and the kernel picks it again
-    now and then (about 1 in 14,000), so ports already handed out are never returned."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((host, 0))
-            port = probe.getsockname()[1]
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
-
-
-def wait_for_port(host: str, port: int, timeout: float = 30.0) -> None:
-    """Block until something accepts TCP connections on host:port (30 s by default: a
-    Python daemon starting on a busy 2-CPU CI machine may take several seconds)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=1.0):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listens on {host}:{port} after {timeout}s"
-                                   ) from None
-            time.sleep(0.05)
-
-
 def _delivery_order(path: Path) -> tuple[int, int, str]:
     """Sort key for Postfix's Maildir names ``SEC.VdevIinodeMusec.host``: by delivery time.
 
@@ -125,148 +92,6 @@ def _delivery_order(path: Path) -> tuple[int, int, str]:
     if found is None:
         return (0, 0, path.name)
     return (int(found.group(1)), int(found.group(2)), path.name)
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One delivered copy: where it went, envelope, and the bytes as delivered."""
-
-    where: str                       # "sink" or "maildir"
-    sender: str
-    recipients: tuple[str, ...]
-    data: bytes
-    received: float = 0.0            # time.monotonic() at the sink's 250 (0: unknown)
-
-    def header(self, name: str) -> list[str]:
-        """Values of every ``name:`` header of the delivered copy (unfolded)."""
-        head = self.data.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]
-        text = re.sub(r"\r?\n[ \t]+", " ", head.decode("utf-8", "replace"))
-        prefix = name.lower() + ":"
-        return [line[len(prefix):].strip() for line in text.splitlines()
-                if line.lower().startswith(prefix)]
-
-
-class SmtpSink:
-    """A minimal asyncio SMTP server on loopback that keeps or counts what it receives.
-
-    Offers PIPELINING, 8BITMIME and SMTPUTF8 so Postfix relays anything to it.  Runs its own
-    event loop in a thread; ``messages`` and ``count`` are safe to read from tests.
-    """
-
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, keep: bool = True) -> None:
-        self.host = host
-        self.port = port
-        self.keep = keep
-        self.messages: list[Delivery] = []
-        self.count = 0              # messages accepted
-        self.recipient_count = 0    # recipients accepted, over all messages
-        self._lock = threading.Condition()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.base_events.Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            server = loop.run_until_complete(
-                asyncio.start_server(self._session, self.host, self.port, backlog=256))
-            self._server = server
-            self.port = server.sockets[0].getsockname()[1]
-            ready.set()
-            loop.run_forever()
-            server.close()
-            loop.run_until_complete(server.wait_closed())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="smtp-sink", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("SMTP sink did not start")
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._loop = None
-
-    def reset(self) -> None:
-        with self._lock:
-            self.messages.clear()
-            self.count = self.recipient_count = 0
-
-    def wait(self, count: int, timeout: float) -> bool:
-        """Wait until at least ``count`` messages arrived in total."""
-        with self._lock:
-            return self._lock.wait_for(lambda: self.count >= count, timeout)
-
-    async def _session(self, reader: asyncio.StreamReader,
-                       writer: asyncio.StreamWriter) -> None:
-        def say(line: str) -> None:
-            writer.write(line.encode("ascii") + b"\r\n")
-
-        sender, rcpts = "", []
-        try:
-            say("220 sink.harness.test ESMTP")
-            await writer.drain()
-            while True:
-                line = await reader.readline()
-                if not line:
-                    return
-                verb = line[:4].upper()
-                if verb == b"EHLO":
-                    say("250-sink.harness.test")
-                    say("250-PIPELINING")
-                    say("250-8BITMIME")
-                    say("250-SMTPUTF8")
-                    say("250 SIZE 104857600")
-                elif verb == b"HELO":
-                    say("250 sink.harness.test")
-                elif verb == b"MAIL":
-                    sender, rcpts = _address(line), []
-                    say("250 2.1.0 Ok")
-                elif verb == b"RCPT":
-                    rcpts.append(_address(line))
-                    say("250 2.1.5 Ok")
-                elif verb == b"DATA":
-                    say("354 End data with <CR><LF>.<CR><LF>")
-                    await writer.drain()
-                    lines = []
-                    while True:
-                        part = await reader.readline()
-                        if not part or part in (b".\r\n", b".\n"):
-                            break
-                        lines.append(part[1:] if part.startswith(b"..") else part)
-                    with self._lock:
-                        self.count += 1
-                        self.recipient_count += len(rcpts)
-                        if self.keep:
-                            self.messages.append(Delivery("sink", sender, tuple(rcpts),
-                                                          b"".join(lines), time.monotonic()))
-                        self._lock.notify_all()
-                    say("250 2.0.0 Ok: queued")
-                elif verb == b"RSET":
-                    sender, rcpts = "", []
-                    say("250 2.0.0 Ok")
-                elif verb == b"QUIT":
-                    say("221 2.0.0 Bye")
-                    await writer.drain()
-                    return
-                else:
-                    say("250 2.0.0 Ok")
-                await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            return
-        finally:
-            writer.close()
-
-
-def _address(line: bytes) -> str:
-    text = line.decode("utf-8", "replace")
-    found = re.search(r"<([^>]*)>", text)
-    return found.group(1) if found else text.split(":", 1)[-1].strip()
 
 
 class PostfixHarness:
@@ -458,10 +283,6 @@ class PostfixHarness:
         want = recipient.lower()
         return [d for d in found if want in (r.lower() for r in d.recipients)]
 
-    def delivered_count(self) -> int:
-        """Messages delivered so far (sink messages + Maildir files)."""
-        return self.sink.count + len(self._maildir_messages())
-
     def wait_for_delivery(self, count: int = 1, *, recipient: str | None = None,
                           timeout: float = 30.0, settle: float = 0.0) -> list[Delivery]:
         """Wait until ``count`` copies (for ``recipient``, or in all) were delivered.
@@ -594,3 +415,53 @@ class PostfixHarness:
 def _uid(user: str) -> int:
     import pwd
     return pwd.getpwnam(user).pw_uid
+
+
+# ---------------------------------------------------------- dupfilter-smtpd's filter loop
+
+def filter_master_cf(filter_port: int, reinject_port: int, proxy_port: int | None = None,
+                     proxy_filter_port: int | None = None, *, entry_port: int | None = None,
+                     maxproc: int = 10) -> list[str]:
+    """master.cf lines of the filter loop (docs/postfix.md shows the same entries).
+
+    ``entry_port``: an extra entry smtpd (no milters) whose content_filter is the filter,
+    for an instance whose main listener does something else.  ``proxy_port`` and
+    ``proxy_filter_port``: the before-queue proxy entry too.  ``maxproc``: processes of the
+    scan and re-injection services (dupfilter-smtpd's ``--connections`` should not exceed it).
+    """
+    lines = []
+    if entry_port is not None:
+        lines += [f"127.0.0.1:{entry_port} inet n  -       n       -       -       smtpd",
+                  f"  -o content_filter=scan:[127.0.0.1]:{filter_port}",
+                  "  -o receive_override_options=no_address_mappings",
+                  "  -o smtpd_milters="]
+    if proxy_port is not None and proxy_filter_port is not None:
+        lines += [f"127.0.0.1:{proxy_port} inet n  -       n       -       10      smtpd",
+                  f"  -o smtpd_proxy_filter=127.0.0.1:{proxy_filter_port}",
+                  "  -o smtpd_client_connection_count_limit=10"]
+    return lines + [
+        f"scan      unix  -       -       n       -       {maxproc}      smtp",
+        "  -o smtp_send_xforward_command=yes",
+        "  -o disable_mime_output_conversion=yes",
+        "  -o smtp_generic_maps=",
+        f"127.0.0.1:{reinject_port} inet n  -       n       -       {maxproc}      smtpd",
+        *reinjection_options(),
+    ]
+
+
+def reinjection_options(recipient_restrictions: str = "$reinject_recipient_restrictions"
+                        ) -> list[str]:
+    """The ``-o`` lines of a re-injection smtpd: no content filter and none of the checks
+    the entry smtpd already made, XFORWARD trusted from loopback."""
+    return [
+        "  -o content_filter=",
+        "  -o receive_override_options=no_unknown_recipient_checks,no_header_body_checks,"
+        "no_milters",
+        "  -o smtpd_helo_restrictions=",
+        "  -o smtpd_client_restrictions=",
+        "  -o smtpd_sender_restrictions=",
+        "  -o smtpd_relay_restrictions=",
+        f"  -o smtpd_recipient_restrictions={recipient_restrictions}",
+        "  -o mynetworks=127.0.0.0/8",
+        "  -o smtpd_authorized_xforward_hosts=127.0.0.0/8",
+    ]

@@ -1,141 +1,37 @@
-"""Helpers shared by the daemons (``dupfilter-milter``, ``dupfilter-smtpd``).
+"""The daemons' life cycle (``dupfilter-milter``, ``dupfilter-smtpd``): nothing here knows
+a mail protocol.
 
-Nothing here knows a mail protocol: logging one ``key=value`` line per message to stderr
-(journald) or syslog, the common command-line flags, shutdown signals, systemd's readiness
-notification, and refusing root or dropping to an unprivileged user.
+The shared engine, opened lazily when the store cannot be opened at start; the common
+command-line flags and settings; SIGHUP's reload; shutdown signals; systemd's readiness
+notification; refusing root or dropping to an unprivileged user.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import logging.handlers
 import os
-import re
 import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
-from mailfilter import metrics
-from mailfilter.config import ConfigError, LogSettings, Settings, load_settings
+from mailfilter import __version__
+from mailfilter.config import ConfigError, Settings, load_settings
 
-SYSLOG_SOCKET = "/dev/log"
-_NEEDS_QUOTES = re.compile(r"[\s\"\\=\x00-\x1f\x7f]")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+if TYPE_CHECKING:
+    from mailfilter.engine import Engine
 
 
 class DaemonError(RuntimeError):
     """A start-up problem worded for the postmaster (exit status 2, no traceback)."""
 
 
-# ----------------------------------------------------------------------------- logging
-
-def setup_logging(settings: LogSettings, name: str = "dupfilter") -> logging.Logger:
-    """The daemon's logger, writing to stderr or to syslog (facility mail).
-
-    stderr lines carry no timestamp (journald and supervisors add their own).  When syslog is
-    asked for but ``/dev/log`` is missing, the logger falls back to stderr and says so.
-    Calling it again replaces the handlers (tests, re-configuration).
-    """
-    logger = logging.getLogger(name)
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
-    level = logging.getLevelName(settings.level.upper())
-    logger.setLevel(level if isinstance(level, int) else logging.INFO)
-    logger.propagate = False
-    problem = None
-    handler: logging.Handler
-    if settings.target == "syslog":
-        try:
-            if not os.path.exists(SYSLOG_SOCKET):
-                raise FileNotFoundError(2, "no such socket")
-            handler = logging.handlers.SysLogHandler(
-                address=SYSLOG_SOCKET, facility=logging.handlers.SysLogHandler.LOG_MAIL)
-            handler.setFormatter(logging.Formatter(f"{name}[{os.getpid()}]: %(message)s"))
-        except OSError as error:
-            problem = (f"syslog unavailable ({SYSLOG_SOCKET}: {error.strerror}); "
-                       "logging to stderr")
-            handler = _stderr_handler()
-    else:
-        handler = _stderr_handler()
-    logger.addHandler(handler)
-    if problem:
-        logger.warning(problem)
-    return logger
-
-
-def _stderr_handler() -> logging.Handler:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    return handler
-
-
-def format_value(value: Any) -> str:
-    """One value of a ``key=value`` line: ``-`` for None, short floats, quoted if needed."""
-    if value is None:
-        return "-"
-    kind = type(value)
-    if kind is int:
-        return str(value)
-    if kind is bool:
-        return "yes" if value else "no"
-    if kind is float:
-        return f"{value:.4f}".rstrip("0").rstrip(".") if value == value else "nan"
-    if isinstance(value, (list, tuple, set, frozenset)):
-        value = ",".join(str(item) for item in value)
-    text = str(value)
-    if text and not _NEEDS_QUOTES.search(text):
-        return text
-    text = _CONTROL.sub(" ", text)
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def format_fields(fields: Mapping[str, Any]) -> str:
-    """``key=value key=value ...`` in the order given (the order is part of the format)."""
-    return " ".join([f"{key}={format_value(value)}" for key, value in fields.items()])
-
-
-def log_verdict(logger: logging.Logger, level: int = logging.INFO, **fields: Any) -> None:
-    """Write one stable ``key=value`` line (fields in call order) for one message, and
-    count it in the metrics (when they are on)."""
-    logger.log(level, format_fields(fields))
-    metrics.observe(fields)
-
-
-class ThrottledWarning:
-    """A repeated failure (the store's disk is full, Redis is down) said once per
-    ``interval`` seconds, with how many times it happened meanwhile — not once per message.
-    The per-message log line still says what happened to each message."""
-
-    def __init__(self, logger: logging.Logger, interval: float = 60.0,
-                 clock: Callable[[], float] | None = None) -> None:
-        self.logger = logger
-        self.interval = interval
-        self.clock = clock or time.monotonic
-        self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
-        self._quiet: dict[str, int] = {}
-
-    def warn(self, kind: str, message: str, *args: Any) -> bool:
-        """Log ``message`` unless ``kind`` was logged less than ``interval`` ago."""
-        now = self.clock()
-        with self._lock:
-            last = self._last.get(kind)
-            if last is not None and now - last < self.interval:
-                self._quiet[kind] = self._quiet.get(kind, 0) + 1
-                return False
-            self._last[kind] = now
-            quiet = self._quiet.pop(kind, 0)
-        suffix = f" (and {quiet} more time(s) in the last {self.interval:.0f} s)" if quiet else ""
-        self.logger.warning(message + suffix, *args)
-        return True
-
+# ------------------------------------------------------------------------ the engine
 
 # How often a daemon tries again to open a store it could not open (--store-retry).
 STORE_RETRY_SECONDS = 10.0
@@ -151,7 +47,8 @@ class LazyEngine:
     """
 
     def __init__(self, settings: Settings, logger: logging.Logger, section: str, *,
-                 retry_seconds: float = STORE_RETRY_SECONDS, engine: Any = None) -> None:
+                 retry_seconds: float = STORE_RETRY_SECONDS, engine: Engine | None = None
+                 ) -> None:
         self.settings = settings
         self.logger = logger
         self.section = section          # "milter" or "smtpd": whose on_error the log names
@@ -160,7 +57,7 @@ class LazyEngine:
         self._lock = threading.Lock()
         self._next_attempt = 0.0
 
-    def get(self) -> Any:
+    def get(self) -> Engine | None:
         """The engine, opening it (again) when it is missing and it is time to try."""
         engine = self._engine
         if engine is not None:
@@ -201,49 +98,13 @@ class LazyEngine:
                 self._engine = None
 
 
-def log_failure(program: str, error: BaseException) -> None:
-    """A log line could not be written (a full disk, a closed stderr): say so on stderr if
-    even that works, and never raise — the message's answer stands."""
-    try:
-        print(f"{program}: cannot write a log line: {type(error).__name__}: {error}",
-              file=sys.stderr, flush=True)
-    except Exception:  # noqa: BLE001, S110
-        pass
-
-
-def verdict_fields(verdict: Any) -> dict[str, Any]:
-    """The log fields of a :class:`~mailfilter.detector.Verdict` (stable keys and order)."""
-    match = getattr(verdict, "match", None)
-    score = verdict.score if verdict.is_duplicate else None
-    if verdict.is_duplicate and score is None:
-        score = 1.0
-    defects = tuple(getattr(verdict, "defects", ()) or ())
-    return {
-        "verdict": verdict.verdict,
-        "score": None if score is None else round(float(score), 4),
-        "reason": verdict.reason or None,
-        "match": _message_id(match.message_id) if match is not None else None,
-        "match_doc": match.doc_id if match is not None else None,
-        "seen": verdict.seen,
-        "msgid": _message_id(verdict.message_id),
-        "rcpts_seen": len(verdict.recipients_seen),
-        "defects": len(defects),
-        # The allow rule that skipped the check or exempted the message from recording.
-        "rule": getattr(verdict, "skipped_by", None) or getattr(verdict, "rule", None),
-    }
-
-
-def _message_id(value: str | None) -> str | None:
-    if not value:
-        return None
-    value = _CONTROL.sub("", value).strip()[:250]
-    return f"<{value.strip('<>')}>" if value else None
-
-
 # ------------------------------------------------------------------ command line, settings
 
-def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
-    """--config, --db, --user, --allow-root: the flags every daemon shares."""
+def daemon_parser(program: str, description: str) -> argparse.ArgumentParser:
+    """A daemon's command line with the flags every daemon shares: --config, --db, --user,
+    --allow-root, --store-retry, --version."""
+    parser = argparse.ArgumentParser(prog=program, description=description)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--config", metavar="FILE",
                         help="TOML settings (default: $DUPFILTER_CONFIG, the user's, then "
                              "/etc/dupfilter/dupfilter.toml; none: built-in defaults)")
@@ -255,6 +116,11 @@ def add_daemon_arguments(parser: argparse.ArgumentParser) -> None:
                              "after opening the listening socket")
     parser.add_argument("--allow-root", action="store_true",
                         help="run as root (refused otherwise)")
+    parser.add_argument("--store-retry", metavar="SECONDS", type=float,
+                        default=STORE_RETRY_SECONDS,
+                        help="when the store cannot be opened, try again this often "
+                             "(default %(default)g; meanwhile messages get on_error)")
+    return parser
 
 
 def load_daemon_settings(args: argparse.Namespace) -> Settings:

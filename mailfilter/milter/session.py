@@ -1,0 +1,392 @@
+"""One MTA connection of ``dupfilter-milter``: collect the message, ask the core, translate.
+
+libmilter serves each MTA connection on a thread of its own (or of its worker pool); all
+share one :class:`Runtime` and its engine.  Each message is collected (envelope, headers, a
+capped body) and checked once at end of message; :func:`~mailfilter.decision.plan` decides
+and this module only turns the :class:`~mailfilter.decision.Disposition` into pymilter
+calls (remove and add headers, delete recipients, quarantine, set the reply).  A message is
+recorded only once it is accepted, by the engine's group-commit writer.  Any internal error
+answers per ``milter.on_error`` (accept or tempfail), never reject or discard.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import Milter
+
+from mailfilter.config import Settings
+from mailfilter.decision import MILTER, Disposition, plan, plan_error
+from mailfilter.headers import HEADER_NAME, clean_value
+from mailfilter.logs import (
+    MILTER_ERROR_LINE,
+    MILTER_LINE,
+    Outcome,
+    ThrottledWarning,
+    log_failure,
+    log_outcome,
+)
+from mailfilter.message import WholeBodyDigest
+from mailfilter.names import Action
+from mailfilter.service import STORE_RETRY_SECONDS, LazyEngine
+
+if TYPE_CHECKING:  # imported lazily: see server.main()
+    from mailfilter.detector import Verdict
+    from mailfilter.engine import Engine
+
+PROGRAM = "dupfilter-milter"
+# Actions we may ask of the MTA (negotiated; nothing else is requested).
+ACTION_FLAGS = Milter.ADDHDRS | Milter.CHGHDRS | Milter.DELRCPT | Milter.QUARANTINE
+# Header bytes kept per message (the MTA limits headers too; this bounds memory).
+MAX_HEADER_BYTES = 1024 * 1024
+# How long a message waits for the previous one of its connection to be recorded.
+READ_YOUR_WRITES_SECONDS = 2.0
+
+
+class Runtime:
+    """What all connections share: settings, logger, the engine, messages in flight."""
+
+    def __init__(self, settings: Settings, logger: logging.Logger, *,
+                 retry_seconds: float = STORE_RETRY_SECONDS, group_commit: bool = False
+                 ) -> None:
+        self.settings = settings
+        self.logger = logger
+        self.engines = LazyEngine(settings, logger, "milter", retry_seconds=retry_seconds)
+        # Accepted messages are recorded by the engine's writer thread, many per
+        # transaction (serve() asks for it); without, each in its own transaction before
+        # answering the MTA.
+        self.group_commit = group_commit
+        self._inflight = 0
+        self._inflight_cond = threading.Condition()
+        self.stopping = False       # set on SIGTERM: finish what is in flight, take no more
+        # Store failures repeat for every message while they last: said once a minute.
+        self.store_warnings = ThrottledWarning(logger)
+
+    # -- the store ------------------------------------------------------------------
+
+    def engine(self) -> Engine | None:
+        """The shared engine (None while the store cannot be opened; see LazyEngine)."""
+        return self.engines.get()
+
+    def store_records(self) -> float:
+        """Records in the store, for the metrics gauge (NaN while the store is down)."""
+        return self.engines.records()
+
+    def open_engine(self) -> bool:
+        """Try to open the store; log clearly when it cannot be opened."""
+        return self.engines.open()
+
+    def close(self) -> None:
+        """Commit the queued records and close the store."""
+        self.engines.close()
+
+    def record_failed(self, queue_id: str | None, error: BaseException) -> None:
+        """An accepted message could not be recorded: said once a minute."""
+        self.store_warnings.warn("record", "cannot record an accepted message (queue %s): "
+                                 "%s", queue_id, error)
+
+    def _recorded(self, queue_id: str | None, future: concurrent.futures.Future) -> None:
+        """The writer's answer for one queued record (runs on the writer thread)."""
+        error = None if future.cancelled() else future.exception()
+        if error is not None:
+            self.record_failed(queue_id, error)
+        else:
+            self.logger.debug("recorded 1 message(s) (queue %s)", queue_id)
+
+    # -- messages in flight -----------------------------------------------------------
+
+    def begin(self) -> None:
+        with self._inflight_cond:
+            self._inflight += 1
+
+    def end(self) -> None:
+        with self._inflight_cond:
+            self._inflight = max(0, self._inflight - 1)
+            self._inflight_cond.notify_all()
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until no message is in flight (True) or ``timeout`` passed (False)."""
+        with self._inflight_cond:
+            return self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout)
+
+
+class DupfilterMilter(Milter.Base):
+    """One MTA connection.  Callbacks we do not override are skipped by negotiation."""
+
+    runtime: Runtime  # set by serve() before the first connection
+
+    def __init__(self) -> None:
+        self._ctx = None
+        self._active = False
+        # This connection's latest queued record: the next message waits for it.
+        self._last_record: concurrent.futures.Future | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.sender = ""
+        self.recipients: list[str] = []
+        self.headers: list[bytes] = []
+        self.header_bytes_kept = 0
+        self.headers_capped = False
+        self.ours = 0                       # incoming X-Dupfilter headers seen
+        self.chunks: list[bytes] = []
+        self.body_size = 0                  # bytes received (kept or not)
+        self.body_kept = 0
+        # Digest of the whole body, begun only once it outgrows max_body_bytes: then only
+        # a prefix is fingerprinted, and the exact digest must still see all of it.
+        self.whole_body: WholeBodyDigest | None = None
+        self.problem: str | None = None     # an error in a no-reply callback
+        self.started = time.monotonic()
+
+    def _start_message(self) -> None:
+        if not self._active:
+            self._active = True
+            self.runtime.begin()
+
+    def _end_message(self) -> None:
+        if self._active:
+            self._active = False
+            self.runtime.end()
+
+    def negotiate(self, opts: list[int]) -> int:
+        """pymilter's negotiation (skip/no-reply per callback), asking only our actions."""
+        result = super().negotiate(opts)
+        if result == Milter.CONTINUE:
+            opts[0] = self._actions = opts[0] & ACTION_FLAGS
+        return result
+
+    # -- collecting -----------------------------------------------------------------
+
+    @Milter.noreply
+    def envfrom(self, mailfrom: str, *params: str) -> int:
+        self._end_message()
+        self._reset()
+        self._start_message()
+        self.sender = mailfrom
+        return Milter.CONTINUE
+
+    @Milter.noreply
+    def envrcpt(self, to: str, *params: str) -> int:
+        if len(self.recipients) < 10000:
+            self.recipients.append(to)
+        return Milter.CONTINUE
+
+    def data(self) -> int:
+        """Answered on purpose (not skipped, no @noreply): see docs/postfix.md.
+
+        Postfix sends the DATA-stage macros even for a skipped DATA event, then its cleanup
+        server sends the headers on the same TCP connection.  With nothing to answer, the
+        milter's kernel delays its ACK (~40 ms) and Nagle on Postfix's side holds the headers
+        until it comes.  A reply here carries the ACK at once.  While stopping, messages
+        that have not reached DATA are refused with a 451 (the client retries later).
+        On unix sockets there is no Nagle: :class:`NoDataMilter` skips DATA there.
+        """
+        if self.runtime.stopping:
+            self.setreply("451", "4.3.2", "dupfilter is restarting, try again later")
+            return Milter.TEMPFAIL
+        return Milter.CONTINUE
+
+    @Milter.noreply
+    @Milter.decode("bytes")
+    def header(self, name: str, value: bytes) -> int:
+        try:
+            if name.lower() == HEADER_NAME.lower():
+                self.ours += 1
+            line = name.encode("ascii", "replace") + b": " + value + b"\r\n"
+            if self.header_bytes_kept + len(line) <= MAX_HEADER_BYTES:
+                self.headers.append(line)
+                self.header_bytes_kept += len(line)
+            else:
+                self.headers_capped = True
+        except Exception as error:  # decided at end of message
+            self.problem = self.problem or f"header: {error!r}"
+        return Milter.CONTINUE
+
+    @Milter.noreply
+    def eoh(self) -> int:
+        """Not skipped: libmilter refuses body chunks straight after DATA when a message
+        has no header at all and the end-of-headers event was negotiated away."""
+        return Milter.CONTINUE
+
+    @Milter.noreply
+    def body(self, chunk: bytes) -> int:
+        try:
+            self.body_size += len(chunk)
+            room = self.runtime.settings.milter.max_body_bytes - self.body_kept
+            if room >= len(chunk) and self.whole_body is None:
+                self.chunks.append(chunk)
+                self.body_kept += len(chunk)
+                return Milter.CONTINUE
+            if self.whole_body is None:       # the body outgrows the cap: digest it all
+                self.whole_body = WholeBodyDigest()
+                for kept in self.chunks:
+                    self.whole_body.update(kept)
+            self.whole_body.update(chunk)
+            if room > 0:
+                self.chunks.append(chunk[:room])
+                self.body_kept += min(room, len(chunk))
+        except Exception as error:  # decided at end of message
+            self.problem = self.problem or f"body: {error!r}"
+        return Milter.CONTINUE
+
+    # -- deciding -------------------------------------------------------------------
+
+    def eom(self) -> int:
+        rt = self.runtime
+        self.started = time.monotonic()
+        outcome = Outcome(MILTER_LINE, queue=self._queue_id())
+        try:
+            if self.problem:
+                raise RuntimeError(self.problem)
+            engine = rt.engine()
+            if engine is None:
+                return self._on_error(outcome, "store unavailable")
+            raw = b"".join(self.headers) + b"\r\n" + b"".join(self.chunks)
+            if self._last_record is not None:
+                # Read your writes: the previous message of this connection is in the store.
+                concurrent.futures.wait((self._last_record,), READ_YOUR_WRITES_SECONDS)
+                self._last_record = None
+            verdict = engine.check(
+                raw, [_bare(r) for r in self.recipients], record=False,
+                sender=_bare(self.sender) or None,
+                whole_body=None if self.whole_body is None else self.whole_body.digest())
+            disposition = plan(verdict, rt.settings.milter, self.recipients, MILTER)
+            outcome.action, outcome.verdict = disposition.action, verdict
+            outcome.size, outcome.capped = self._size()
+            outcome.rcpts, outcome.dropped = len(self.recipients), len(disposition.drop)
+            outcome.note = disposition.note
+            result = self._apply(disposition)
+            recorded = self._record(engine, verdict, outcome.queue) if disposition.record \
+                else "no"
+        except BaseException as error:  # never a traceback to the MTA: pymilter's answer
+            # to one is TEMPFAIL whatever on_error says, and PyErr_Print ends the whole
+            # process on SystemExit.  (No KeyboardInterrupt here: signals are blocked in
+            # libmilter's threads.)
+            return self._on_error(outcome, f"{type(error).__name__}: {error}")
+        else:
+            # Acted on and maybe recorded: from here on nothing may change the answer (a
+            # 451 now would make the client's retry a duplicate of a message never sent).
+            outcome.recorded = recorded
+            outcome.ms = round((time.monotonic() - self.started) * 1000, 1)
+            try:
+                log_outcome(rt.logger, outcome)
+            except Exception as error:  # noqa: BLE001
+                log_failure(PROGRAM, error)
+            return result
+        finally:
+            self._end_message()
+            self._reset()
+
+    def _record(self, engine: Engine, verdict: Verdict, queue_id: str | None) -> str:
+        """Remember an accepted message: queued, yes, skipped (queue full) or failed."""
+        rt = self.runtime
+        if not rt.group_commit:
+            try:
+                engine.record(verdict)
+                return "yes"
+            except Exception as error:  # the message is accepted anyway (its line says so)
+                rt.record_failed(queue_id, error)
+                return "failed"
+        future = engine.record_later(verdict)
+        if future is None:
+            rt.logger.warning("queue=%s record queue full: message not recorded", queue_id)
+            return "skipped"
+        future.add_done_callback(functools.partial(rt._recorded, queue_id))
+        self._last_record = future
+        return "queued"
+
+    def _apply(self, disposition: Disposition) -> int:
+        """The disposition as pymilter calls; returns the answer to end of message."""
+        if disposition.delivered:
+            # Never let an X-Dupfilter from outside through: delete the last one first.
+            for index in range(self.ours, 0, -1):
+                self.chgheader(HEADER_NAME, index, "")
+            for rcpt in disposition.drop:
+                self.delrcpt(rcpt)
+            if disposition.header is not None:
+                self.addheader(HEADER_NAME, disposition.header)
+            if disposition.quarantine is not None:
+                self.quarantine(disposition.quarantine)
+            return Milter.ACCEPT
+        refusal = disposition.refusal
+        if refusal is None:
+            return Milter.DISCARD
+        self.setreply(str(refusal.code), refusal.status, _reply_text(refusal.text))
+        return Milter.REJECT if refusal.code >= 500 else Milter.TEMPFAIL
+
+    def _on_error(self, outcome: Outcome, why: str) -> int:
+        rt = self.runtime
+        disposition = plan_error(rt.settings.milter.on_error)
+        size, capped = self._size()
+        try:
+            log_outcome(rt.logger, Outcome(MILTER_ERROR_LINE, action=disposition.action,
+                                           error=why, queue=outcome.queue, size=size,
+                                           capped=capped))
+        except Exception as error:  # noqa: BLE001 - logging must not turn into a reject
+            log_failure(PROGRAM, error)
+        if disposition.action is Action.ACCEPT:
+            # Unchecked, but still no X-Dupfilter from outside (best effort).
+            try:
+                for index in range(self.ours, 0, -1):
+                    self.chgheader(HEADER_NAME, index, "")
+            except Exception:
+                pass
+            return Milter.ACCEPT
+        refusal = disposition.refusal
+        assert refusal is not None
+        try:
+            self.setreply(str(refusal.code), refusal.status, _reply_text(refusal.text))
+        except Exception:  # plain TEMPFAIL then
+            pass
+        return Milter.TEMPFAIL
+
+    def _size(self) -> tuple[int, bool]:
+        """Bytes received, and whether more was received than kept."""
+        capped = self.body_kept < self.body_size or self.headers_capped
+        return self.header_bytes_kept + self.body_size, capped
+
+    def _queue_id(self) -> str | None:
+        try:
+            return self.getsymval("i") or None
+        except Exception:  # no context (tests) or no macro
+            return None
+
+    # -- clean-up -------------------------------------------------------------------
+
+    def abort(self) -> int:
+        self._end_message()
+        self._reset()
+        return Milter.CONTINUE
+
+    def close(self) -> int:
+        self._end_message()
+        self._reset()
+        return Milter.CONTINUE
+
+
+class NoDataMilter(DupfilterMilter):
+    """The DATA event skipped: on unix sockets (no Nagle there, one round trip less per
+    message) and, for measurements only, over TCP with ``--no-tcp-fixes``."""
+
+    @Milter.nocallback
+    def data(self) -> int:
+        return Milter.CONTINUE
+
+
+def _bare(address: str) -> str:
+    """An envelope address without angle brackets."""
+    return address.strip().strip("<>").strip()
+
+
+def _reply_text(text: str) -> str:
+    """SMTP reply text for libmilter: one line, '%' doubled."""
+    return clean_value(text).replace("%", "%%")

@@ -1,0 +1,230 @@
+"""dupfilter-smtpd's handler: aiosmtpd hooks that relay MAIL and RCPT to the next hop as
+they come, and at the end of DATA ask the core for a verdict and a disposition
+(:func:`~mailfilter.decision.plan`), then translate it: the tagged (or untagged) message to
+the recipients kept, or a reply upstream (250 for a discard, 550, 451).  A message is
+recorded (by the engine's group-commit writer) once the next hop accepted it, before the
+upstream hears so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiosmtpd.smtp import Envelope
+
+from mailfilter.config import Settings
+from mailfilter.decision import SMTPD, Disposition, plan, plan_error
+from mailfilter.headers import pass_through, tag_message
+from mailfilter.logs import SMTPD_LINE, Outcome, ThrottledWarning, log_failure, log_outcome
+from mailfilter.names import Action
+from mailfilter.service import LazyEngine
+from mailfilter.smtpd.nexthop import NextHop, NextHopError, NextHopUnsure, Relay
+from mailfilter.smtpd.protocol import XFORWARD_ATTRIBUTES, FilterSMTP, RelayEnvelope, peer
+from mailfilter.smtpd.wire import Reply, tempfail, to_crlf
+
+if TYPE_CHECKING:
+    from mailfilter.detector import Verdict
+    from mailfilter.engine import Engine
+    from mailfilter.smtpd.server import FilterServer
+
+PROGRAM = "dupfilter-smtpd"
+_QUEUED_AS = re.compile(r"queued as ([0-9A-Za-z]+)")
+
+
+@dataclass(slots=True)
+class Checked:
+    """One message after the core call (worked out in a worker thread)."""
+
+    disposition: Disposition
+    payload: bytes | None = None        # what goes to the next hop (CRLF lines)
+    verdict: Verdict | None = None      # None: not checked (on_error)
+    engine: Engine | None = None        # the engine that checked it (records it)
+    error: str | None = None
+
+
+class FilterHandler:
+    """aiosmtpd handler: relay MAIL/RCPT as they come, decide and act at end of DATA."""
+
+    def __init__(self, settings: Settings, engines: LazyEngine, pool: NextHop,
+                 executor: concurrent.futures.Executor, logger: logging.Logger,
+                 server: FilterServer) -> None:
+        self.settings = settings
+        self.engines = engines
+        self.pool = pool
+        self.executor = executor
+        self.logger = logger
+        self.server = server
+        # Store failures repeat for every message while they last: said once a minute.
+        self.store_warnings = ThrottledWarning(logger)
+
+    async def handle_EHLO(self, server: FilterSMTP, session: Any, envelope: Envelope,
+                          hostname: str, responses: list[str]) -> list[str]:
+        session.host_name = hostname
+        return responses[:-1] + ["250-PIPELINING",
+                                 "250-XFORWARD " + " ".join(XFORWARD_ATTRIBUTES), "250 HELP"]
+
+    async def handle_MAIL(self, server: FilterSMTP, session: Any, envelope: RelayEnvelope,
+                          address: str, mail_options: list[str]) -> str:
+        if self.server.draining:
+            asyncio.get_running_loop().call_soon(server.close_transport)
+            return "421 4.3.2 Service shutting down, try again later"
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 2.1.0 Ok"
+
+    async def handle_RCPT(self, server: FilterSMTP, session: Any, envelope: RelayEnvelope,
+                          address: str, rcpt_options: list[str]) -> str:
+        if envelope.relay is None:
+            envelope.relay = Relay(self.pool, envelope.mail_from or "",
+                                   envelope.mail_options, envelope.xforward)
+        reply = await envelope.relay.add_recipient(address)
+        if reply.ok:
+            envelope.rcpt_tos.append(address)
+            envelope.rcpt_options.extend(rcpt_options)
+        return str(reply)
+
+    async def handle_DATA(self, server: FilterSMTP, session: Any,
+                          envelope: RelayEnvelope) -> str:
+        relay, envelope.relay = envelope.relay, None
+        if relay is None:       # pragma: no cover - aiosmtpd needs a RCPT first
+            return str(tempfail("no transaction at the next hop"))
+        server.processing = True
+        try:
+            # Shielded: an upstream that hangs up mid-way does not leave a half-done job.
+            task = asyncio.ensure_future(self._process(session, envelope, relay))
+            self.server.tasks.add(task)
+            task.add_done_callback(self.server.tasks.discard)
+            return str(await asyncio.shield(task))
+        finally:
+            server.processing = False
+
+    async def handle_exception(self, error: Exception) -> str:
+        # Must not raise: aiosmtpd would answer "500 Error: ..." (a bounce) instead.
+        try:
+            self.logger.exception("internal error in the SMTP session: %r", error)
+        except Exception as failure:  # noqa: BLE001
+            log_failure(PROGRAM, failure)
+        return str(tempfail("internal error"))
+
+    # -- the work of one message ---------------------------------------------------
+
+    def _check(self, raw: bytes, recipients: list[str], sender: str) -> Checked:
+        """Core call, disposition and payload (CPU work: runs in the executor)."""
+        engine = self.engines.get()
+        if engine is None:          # the store could not be opened (yet): on_error
+            raise RuntimeError("store unavailable")
+        verdict = engine.check(raw, recipients, record=False, sender=sender)
+        disposition = plan(verdict, self.settings.smtpd, recipients, SMTPD)
+        checked = Checked(disposition, verdict=verdict, engine=engine)
+        if disposition.delivered:
+            checked.payload = self._untagged(raw) if disposition.header is None \
+                else to_crlf(tag_message(raw, disposition.header))
+        return checked
+
+    def _unchecked(self, raw: bytes, error: BaseException) -> Checked:
+        """``on_error``: the message goes on untagged, or is deferred."""
+        disposition = plan_error(self.settings.smtpd.on_error)
+        return Checked(disposition, self._untagged(raw) if disposition.delivered else None,
+                       error=f"{type(error).__name__}: {error}")
+
+    def _untagged(self, raw: bytes) -> bytes:
+        """The message as it goes on without our header (``accept``, ``on_error``): any
+        incoming ``X-Dupfilter:`` removed (a forged ``duplicate`` would be filed away), or
+        unchanged if removing it fails for any reason: never lose the message over it."""
+        payload, failure = pass_through(raw)
+        if failure is not None:
+            try:
+                self.logger.warning("cannot remove an incoming X-Dupfilter header (%s: %s); "
+                                    "passed on unchanged", type(failure).__name__, failure)
+            except Exception as error:  # noqa: BLE001
+                log_failure(PROGRAM, error)
+        return to_crlf(payload)
+
+    async def _process(self, session: Any, envelope: RelayEnvelope, relay: Relay) -> Reply:
+        try:
+            return await self._process_message(session, envelope, relay)
+        finally:
+            # Whatever happened, the next-hop connection is given back (a no-op once the
+            # message was delivered or dropped): a leaked one is a pool slot lost for good.
+            relay.abort()
+
+    async def _process_message(self, session: Any, envelope: RelayEnvelope, relay: Relay
+                               ) -> Reply:
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        raw: bytes = envelope.original_content or b""
+        recipients = list(envelope.rcpt_tos)
+        outcome = Outcome(SMTPD_LINE, queue=envelope.xforward.get("IDENT"),  # upstream's id
+                          client=envelope.xforward.get("ADDR") or peer(session),
+                          sender=envelope.mail_from or "<>", rcpts=len(recipients),
+                          size=len(raw))
+        try:
+            sender = "" if envelope.mail_from in (None, "<>") else envelope.mail_from
+            checked = await loop.run_in_executor(self.executor, self._check, raw,
+                                                 recipients, sender)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:  # the store, a parser bug, memory, even SystemExit
+            # from a library in the worker thread (not a signal: those go to the main
+            # thread): on_error
+            checked = await loop.run_in_executor(self.executor, self._unchecked, raw, error)
+        disposition = checked.disposition
+        outcome.verdict, outcome.action = checked.verdict, disposition.action
+        outcome.dropped = len(disposition.drop) if disposition.keep else None
+        outcome.note, outcome.error = disposition.note, checked.error
+        reply, next_hop = await self._act(checked, relay, outcome)
+        # Remembered before the upstream hears 250, so that a copy sent right after this
+        # one's acceptance is known as a duplicate.
+        outcome.recorded = reply.ok and disposition.record and await self._record(checked)
+        outcome.reply = reply.code
+        outcome.next_hop = next_hop
+        queued = _QUEUED_AS.search(next_hop or "")
+        outcome.queued_as = queued.group(1) if queued else None
+        outcome.ms = round((time.monotonic() - started) * 1000, 1)
+        try:
+            log_outcome(self.logger, outcome)
+        except Exception as failure:  # noqa: BLE001 - the reply stands (it may be delivered)
+            log_failure(PROGRAM, failure)
+        return reply
+
+    async def _act(self, checked: Checked, relay: Relay, outcome: Outcome
+                   ) -> tuple[Reply, str | None]:
+        """Carry out the disposition: (reply upstream, the next hop's reply or error)."""
+        disposition = checked.disposition
+        if not disposition.delivered or checked.payload is None:
+            relay.abort()
+            refusal = disposition.refusal
+            if refusal is not None:
+                return Reply(refusal.code, (f"{refusal.status} {refusal.text}",)), None
+            if disposition.action is Action.DISCARD:
+                return Reply(250, ("2.0.0 Ok: discarded by dupfilter",)), None
+            return tempfail("dupfilter could not check the message, try again later"), None
+        try:
+            reply = await relay.deliver(checked.payload, disposition.keep or None)
+        except NextHopUnsure as error:
+            outcome.maybe_delivered = True
+            return tempfail(f"next hop: {error}"), str(error)
+        except NextHopError as error:
+            return tempfail(f"next hop: {error}"), str(error)
+        return reply, reply.text()
+
+    async def _record(self, checked: Checked) -> bool:
+        """Remember a delivered message (the engine's writer, many per transaction)."""
+        assert checked.engine is not None and checked.verdict is not None
+        try:
+            future = checked.engine.record_later(checked.verdict)
+            if future is None:
+                raise RuntimeError("the record queue is full")
+            return await asyncio.wrap_future(future) is not None
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # delivered anyway: the log line says recorded=no
+            self.store_warnings.warn("record", "cannot record a delivered message: %s: %s",
+                                     type(error).__name__, error)
+            return False

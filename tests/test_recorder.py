@@ -1,0 +1,125 @@
+"""The group-commit writer (mailfilter/recorder.py) and the engine's use of it."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import make_message, paragraph_text
+
+from mailfilter.config import Settings
+from mailfilter.engine import Engine
+from mailfilter.recorder import Recorder
+
+
+class SlowStore:
+    """``atomically`` that counts transactions; the first one waits until released (the
+    disk is slow), so that jobs pile up behind it."""
+
+    def __init__(self, fail: BaseException | None = None) -> None:
+        self.transactions: list[list[object]] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail = fail
+
+    def atomically(self, fn: Callable[[], list[object]]) -> list[object]:
+        self.entered.set()
+        self.release.wait(10)
+        results = fn()
+        self.transactions.append(results)
+        if self.fail is not None:
+            failure, self.fail = self.fail, None
+            raise failure
+        return results
+
+
+def test_jobs_queued_meanwhile_share_one_transaction_and_the_queue_is_bounded() -> None:
+    store = SlowStore()
+    recorder = Recorder(store.atomically, max_queue=3)
+    first = recorder.submit(lambda: "v1")
+    assert first is not None and store.entered.wait(10)     # the writer is committing v1
+    rest = [recorder.submit(lambda n=n: f"v{n}") for n in (2, 3, 4)]
+    assert recorder.submit(lambda: "v5") is None            # queue full: not taken
+    assert not first.done() and recorder.pending == 3
+    store.release.set()
+    assert first.result(10) == "v1"
+    assert [future.result(10) for future in rest if future] == ["v2", "v3", "v4"]
+    assert store.transactions == [["v1"], ["v2", "v3", "v4"]]
+    last = recorder.submit(lambda: "v6")
+    recorder.close()                                        # commits what is queued
+    assert last is not None and last.done() and store.transactions[-1] == ["v6"]
+    assert recorder.submit(lambda: "v7") is None            # closed
+
+
+@pytest.mark.parametrize("error", [RuntimeError("disk full"), SystemExit("a library gave up")],
+                         ids=repr)
+def test_a_failed_transaction_fails_its_batch_and_the_writer_goes_on(
+        error: BaseException) -> None:
+    store = SlowStore(fail=error)
+    store.release.set()
+    recorder = Recorder(store.atomically)
+    first = recorder.submit(lambda: "v1")
+    assert first is not None
+    concurrent.futures.wait([first], timeout=10)
+    assert first.exception() is error                       # given up on, not waited for
+    second = recorder.submit(lambda: "v2")
+    assert second is not None and second.result(10) == "v2"
+    recorder.close()
+
+
+def test_an_asyncio_front_end_awaits_its_commit() -> None:
+    """dupfilter-smtpd awaits each delivered message's record: 20 messages that arrive
+    while a commit is under way all go in the next transaction."""
+    store = SlowStore()
+    recorder = Recorder(store.atomically)
+
+    async def run() -> list[object]:
+        first = recorder.submit(lambda: "v0")
+        assert first is not None
+        waiting = asyncio.ensure_future(asyncio.wrap_future(first))
+        await asyncio.sleep(0.05)                           # the first commit is under way
+        futures = [recorder.submit(lambda n=n: f"v{n}") for n in range(1, 21)]
+        store.release.set()
+        return [await waiting, *await asyncio.gather(
+            *(asyncio.wrap_future(future) for future in futures if future))]
+
+    assert asyncio.run(run()) == [f"v{n}" for n in range(21)]
+    assert len(store.transactions) == 2                     # 1 message, then the 20
+    recorder.close()
+
+
+def test_a_cancelled_waiter_does_not_stop_its_record() -> None:
+    store = SlowStore()
+    recorder = Recorder(store.atomically)
+    done: list[str] = []
+    first = recorder.submit(lambda: done.append("first"))
+    assert store.entered.wait(10)
+    second = recorder.submit(lambda: done.append("second"))
+    assert second is not None and second.cancel()           # its waiter gave up
+    store.release.set()
+    recorder.close()
+    assert first is not None and done == ["first", "second"]
+
+
+def test_engine_decide_later_checks_in_order_and_record_later_remembers(
+        tmp_path: Path) -> None:
+    with Engine(Settings(), str(tmp_path / "store")) as engine:
+        raws = [make_message(paragraph_text(seed), message_id=f"<m{n}@example.org>")
+                for n, seed in enumerate((1, 2, 1))]
+        checked = engine.decide_later([engine.analyse(raw) for raw in raws], now=1000)
+        assert checked is not None
+        verdicts = checked.result(10)
+        # The third is the first again: the writer checked it after recording the first.
+        assert [v.verdict for v in verdicts] == ["unique", "unique", "duplicate"]
+        later = engine.check(make_message(paragraph_text(3)), record=False)
+        future = engine.record_later(later)
+        assert future is not None and future.result(10) is not None
+        started = time.monotonic()
+        again = engine.check(make_message(paragraph_text(3), message_id="<x@example.org>"),
+                             record=False)
+        assert again.verdict == "duplicate" and time.monotonic() - started < 5
