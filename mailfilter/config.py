@@ -109,8 +109,12 @@ class DetectorSettings:
     # resend with its typos fixed), and when they come from one sender domain under
     # different subjects with no thread between them (two messages sharing a template,
     # a newsletter's masthead, a signature block).
-    same_subject_threshold: float = 0.25
+    same_subject_threshold: float = 0.2
     other_subject_threshold: float = 0.7
+    # Mail two programs sent (cron, monitoring, notifiers: Auto-Submitted, X-Cron-Env, a
+    # root@/noreply@ address) is a near-duplicate only this alike and with the very same
+    # data: a report that changed in one line is a new report.
+    automated_threshold: float = 0.9
     # Bodies with fewer words than this are matched exactly only (digest, Message-ID).
     min_words: int = 12
     # Seed 000's rule: a histogram in the ±window sum range differing in ≤ max_positions bins.
@@ -260,6 +264,8 @@ class Settings:
              "detector.same_subject_threshold", "must be in (0, 1]"),
             (0.0 < detector.other_subject_threshold <= 1.0,
              "detector.other_subject_threshold", "must be in (0, 1]"),
+            (0.0 < detector.automated_threshold <= 1.0,
+             "detector.automated_threshold", "must be in (0, 1]"),
             (0.0 < detector.attachment_threshold <= 1.0,
              "detector.attachment_threshold", "must be in (0, 1]"),
             (detector.min_words >= 0, "detector.min_words", "must be 0 or more"),

@@ -32,7 +32,7 @@ from mailfilter.features import (
 )
 from mailfilter.identifiers import identifier_summary, identifiers
 from mailfilter.invitations import is_calendar
-from mailfilter.message import Message, raw_body
+from mailfilter.message import Message, raw_body, site_of
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
 HISTOGRAM_BINS = len(ALPHABET)
@@ -226,16 +226,19 @@ _PARAGRAPHS = re.compile(r"\n[ \t]*\n")
 
 def part_digests(text: str, attachment_digests: Sequence[bytes], whole: bytes
                  ) -> tuple[bytes, ...]:
-    """Digests (as :func:`text_digest`) of the parts of a short text a shorter message it
-    re-sends could be: each paragraph, the text without its first paragraph, and without
-    its last; at most 8, the whole text's own digest left out."""
-    paragraphs = [p for p in _PARAGRAPHS.split(text) if _TOKEN.search(p)]
-    if len(paragraphs) < 2:
-        return ()
-    parts = paragraphs + ["\n\n".join(paragraphs[1:]), "\n\n".join(paragraphs[:-1])]
+    """Digests (as :func:`text_digest`) of the parts of a short text that a shorter message
+    it re-sends could be: each paragraph or line, and the text without one of them (a line
+    added above, below or between a greeting and the question); at most 24, the whole
+    text's own digest left out."""
+    parts: list[str] = []
+    for units in ([p for p in _PARAGRAPHS.split(text) if _TOKEN.search(p)],
+                  [line for line in text.split("\n") if _TOKEN.search(line)]):
+        if 2 <= len(units) <= 8:
+            parts += units
+            parts += ["\n".join(units[:i] + units[i + 1:]) for i in range(len(units))]
     found = dict.fromkeys(text_digest(part, attachment_digests) for part in parts)
     found.pop(whole, None)
-    return tuple(found)[:8]
+    return tuple(found)[:24]
 
 
 def chunk_digests(data: bytes, average: int) -> list[tuple[int, int]]:
@@ -314,15 +317,21 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     )
 
 
-_SUBJECT_PREFIX = re.compile(r"^(?:\s*(?:\[[^\]]{0,60}\]|(?:re|fwd?|fw|aw|wg|sv|tr|vs|antw|"
-                             r"resend|resent)\s*(?:\[\d+\])?\s*:))+", re.IGNORECASE)
-# Second-level labels under which registries sell names (example.co.uk, example.com.au).
-_SECOND_LEVEL = frozenset(("co", "com", "org", "net", "ac", "gov", "edu", "ne", "or", "go"))
+# Reply and forward prefixes, list tags (a tag with a number — "[Ticket #27271]" — names
+# the thread and stays), and the words a sender puts before a message sent again or
+# corrected ("Resend:", "UPDATED:", "Korrektur:", "(corrected)").
+_SUBJECT_PREFIX = re.compile(
+    r"^(?:\s*(?:\[[^\]\d]{0,60}\]|(?:re|fwd?|fw|aw|wg|sv|tr|vs|antw|rif|doorst|resend|resent"
+    r"|reminder|updated?|correction|corrected|korrektur|berichtigung|rectificatif|corrección"
+    r"|fyi)\s*(?:\[\d+\])?\s*:))+", re.IGNORECASE)
+_SUBJECT_MARKS = re.compile(r"\s*[(\[](?:corrected|correction|updated?|resend|resent|"
+                            r"reminder|korrektur|rectificatif)[)\]]\s*", re.IGNORECASE)
 
 
 def normal_subject(subject: str) -> str:
-    """The subject without Re:/Fwd:/list tags, spaces folded, lower case."""
-    return " ".join(_SUBJECT_PREFIX.sub("", subject).split()).lower()
+    """The subject without Re:/Fwd:/list tags and resend or correction marks, spaces
+    folded, lower case."""
+    return " ".join(_SUBJECT_MARKS.sub(" ", _SUBJECT_PREFIX.sub("", subject)).split()).lower()
 
 
 # Mail providers whose users are unrelated people: their domain names no organisation.
@@ -343,12 +352,8 @@ def registrable_domain(address: str | None) -> str:
     public mail provider (gmail.com, yahoo.co.uk …), the address itself."""
     if not address or "@" not in address:
         return ""
-    labels = address.rpartition("@")[2].strip(".").split(".")
-    if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL:
-        name, domain = labels[-3], ".".join(labels[-3:])
-    else:
-        name, domain = (labels[-2] if len(labels) >= 2 else labels[-1]), ".".join(labels[-2:])
-    return address if name in _PROVIDERS else domain
+    domain = site_of(address.rpartition("@")[2])
+    return address if domain.partition(".")[0] in _PROVIDERS else domain
 
 
 def message_id_key64(message_id: str) -> int:
@@ -383,4 +388,5 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
                                             a.filename or "") for a in files[:MAX_ATTACHMENTS]),
         attachment_bytes=sum(len(a.data) for a in files),
         text_bytes=message.text_length,
+        automated=message.automated,
     )

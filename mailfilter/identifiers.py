@@ -22,7 +22,7 @@ import xxhash
 
 # Set aside before words are read: words that are URLs (with or without a scheme) or mail
 # addresses, and the bracketed list tags and reply prefixes of a subject.
-_SUBJECT_TAGS = re.compile(r"\[[^\]]{0,40}\]|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:",
+_SUBJECT_TAGS = re.compile(r"\[[^\]\d]{0,40}\]|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:",
                            re.IGNORECASE)
 # Host names: labels ending in a top-level domain that networks really use (a dotted pair
 # of words in running text — "end.Start", "file.tcl" — is a typo, not a host).  Searched
@@ -46,6 +46,8 @@ _LETTERS = bytes(range(ord("a"), ord("z") + 1))
 _HEX_LETTERS = b"abcdef"
 _NOT_HEX = bytes(set(_LETTERS) - set(_HEX_LETTERS))
 _WORDS = re.compile(r"[^\W_]+")
+# File paths (/var/log/app/app.log): which file a report is about is its data too.
+_PATH = re.compile(r"(?<![\w/.])/[\w.@-]+(?:/[\w.@-]+)+")
 _NOT_DIGITS = re.compile(r"\D+")
 # A record keeps the hashes of up to this many different identifiers, else a bit map.
 EXACT_IDENTIFIERS = 32
@@ -125,6 +127,9 @@ def identifiers(text: str, subject: str = "",
             source, known = _without_links(source), None
         if "." in source and _TLD_HINT.search(source):
             source, known = _take_hosts(source, found), None
+        if "/" in source and _PATH.search(source):
+            found.extend(path.lower() for path in _PATH.findall(source))
+            source, known = _PATH.sub(" ", source), None
         _numbered_words(source, found, known)
     counts: dict[str, int] = {}
     numbered = []

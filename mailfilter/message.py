@@ -44,6 +44,8 @@ _BREAK_THEN_NEWLINE = re.compile(
 _MESSAGE_IDS = re.compile(r"<[^<>\s]{1,250}>")
 _ADDRESS = re.compile(r"<([^<>\s]+@[^<>\s]+)>|([^\s<>\"(),;:]+@[^\s<>\"(),;:]+)")
 _ENCODED_WORD = "=?"
+_LINK = re.compile(r"\b(?:[a-z][a-z0-9+.-]{1,15}://|www\.)([^\s/?#<>\"')\]]*)"
+                   r"[^\s<>\"')\]]*", re.IGNORECASE)
 _VIA = re.compile(r"\s+via\s+\S.*$", re.IGNORECASE)
 _MAX_PARTS = 200
 _MAX_DEPTH = 20
@@ -95,6 +97,9 @@ class Message:
     text_length: int = 0
     # The events of its text/calendar parts (mailfilter/invitations.py), if any.
     calendar: CalendarSummary | None = None
+    # Sent by a program, not a person (Auto-Submitted, a cron job, a notifier's address):
+    # its reports and notices repeat their words and change their data.
+    automated: bool = False
 
     @property
     def is_forward(self) -> bool:
@@ -487,6 +492,11 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         boilerplate_parts.append(boilerplate)
     text = "\n\n".join(part for part in parts if part.strip()) if len(parts) > 1 \
         else parts[0]
+    if "://" in text or "www." in text:
+        # A link counts by the site it leads to: its path and query carry tracking tokens,
+        # per-recipient unsubscribe codes and reset tokens, which differ between copies of
+        # one message and say nothing about it.
+        text = _LINK.sub(_link_host, text)
     boilerplate = "\n\n".join(part for part in boilerplate_parts if part)
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
@@ -512,7 +522,31 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         thread=_thread(headers),
         text_length=len(full_text),
         calendar=calendar,
+        automated=_automated(headers, _address(sender_field)),
     )
+
+
+_PROGRAMS = frozenset((
+    "root", "cron", "daemon", "mailer-daemon", "nagios", "icinga", "zabbix", "alertmanager",
+    "grafana", "prometheus", "monit", "munin", "jenkins", "gitlab", "buildkite", "circleci",
+    "travis", "logwatch", "apticron", "noreply", "no-reply", "donotreply", "do-not-reply",
+    "notifications", "jira"))
+
+
+def _automated(headers: dict[str, str], sender: str | None) -> bool:
+    """Mail a program sent: Auto-Submitted (RFC 3834) other than "no", cron's X-Cron-Env,
+    or a From address whose local part names a program (root, cron, noreply, jenkins…) —
+    but not newsletters and list mail (List-Unsubscribe, List-Id): those are written by
+    people, and their copies differ by design (personal greetings and digests)."""
+    if "list-unsubscribe" in headers or "list-id" in headers:
+        return False
+    submitted = headers.get("auto-submitted", "").strip().lower()
+    if submitted and submitted != "no":
+        return True
+    if "x-cron-env" in headers:
+        return True
+    local = (sender or "").partition("@")[0].lower()
+    return local in _PROGRAMS or local.startswith(("noreply", "no-reply", "donotreply"))
 
 
 def _thread(headers: dict[str, str]) -> tuple[str, ...]:
@@ -545,6 +579,27 @@ def decode_header_text(value: str) -> str:
         return "".join(pieces)
     except Exception:  # noqa: BLE001 - an undecodable word stays as it came
         return value
+
+
+def _link_host(match: re.Match[str]) -> str:
+    """The site a link leads to: its registered domain, lower case (no user, port, path or
+    query, no tracking subdomain like ``u9414681.ct.sendgrid.net``)."""
+    host = match.group(1).rpartition("@")[2].partition(":")[0].lower()
+    return site_of(host)
+
+
+# Second-level labels under which registries sell names (example.co.uk, example.com.au).
+_SECOND_LEVEL = frozenset(("co", "com", "org", "net", "ac", "gov", "edu", "ne", "or", "go"))
+
+
+def site_of(host: str) -> str:
+    """The domain an organisation registered (``mail.example.co.uk`` → ``example.co.uk``),
+    without a list of public suffixes: the last two labels, or three under a common
+    second-level label of a country code."""
+    labels = host.strip(".").split(".")
+    if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL:
+        return ".".join(labels[-3:])
+    return ".".join(labels[-2:])
 
 
 def _display_name(value: str) -> str:

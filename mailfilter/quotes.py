@@ -89,7 +89,7 @@ _MOBILE_SIGNATURE = re.compile(
 # A rule line: 10+ of -=_~*#, or a rule with a few words in it ("---- Yahoo! Groups Sponsor
 # ---~-->", "===== List footer =====").
 _RULE_LINE = re.compile(
-    r"^[ \t]*(?:[-=_~*#]{10,}|[-=_~*#]{4,}[^\n]{1,60}?[-=_~*#]{4,})[~>-]*[ \t]*$", re.MULTILINE)
+    r"^[ \t]*(?:[-=_~*#]{3,}|[-=_~*#]{4,}[^\n]{1,60}?[-=_~*#]{4,})[~>-]*[ \t]*$", re.MULTILINE)
 _CASE_SENSITIVE = {pattern: re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
                    for pattern in (_OUTLOOK_ORIGINAL, _FORWARD_WORDS, _ATTRIBUTION_END,
                                    _MOBILE_SIGNATURE, _BLOCK_FROM, _FORWARD_END)}
@@ -113,7 +113,12 @@ _KEYWORDS = {
 _ALL_KEYWORDS = frozenset(word for words in _KEYWORDS.values() for word in words)
 _KEYWORDS = {pattern: frozenset(words) for pattern, words in _KEYWORDS.items()}
 _FOOTER_LINES = 15
-_RULE_START = re.compile(r"^[ \t]*[-=_~*#]{4}", re.MULTILINE)
+_RULE_START = re.compile(r"^[ \t]*[-=_~*#]{3}", re.MULTILINE)
+# What a list footer says (one of these must be under the rule line: a rule over a table
+# of figures, or over the rest of a report, is no footer).
+_FOOTER_WORDS = ("unsubscribe", "subscribe", "mailing list", "listinfo", "list info",
+                 "http", "www.", "mailto:", "sponsor", "archive", "digest", "topic",
+                 "receiving this", "abmelden", "désabonner", "désinscri", "baja")
 _FOOTER_MIN_WORDS_ABOVE = 12
 # A quoted line at least this long, followed at once by a short unquoted line and then by
 # another quoted line: the short line is the tail that re-wrapping broke off it.
@@ -214,8 +219,9 @@ def _is_inline_reply(text: str, start: int, block_end: int, begin: int = 0) -> b
 
 
 def _footer_start(text: str) -> int | None:
-    """Start of a list footer: the first rule line (10+ of ``-=_~*#``) among the last 15
-    non-blank lines, when at least 12 words stay above it."""
+    """Start of a list footer: the first rule line (3+ of ``-=_~*#``, or a rule with a few
+    words in it) among the last 15 non-blank lines, with at least 12 words above it and
+    something a list footer says below it (unsubscribe, a list address, a link)."""
     tail_start = len(text)
     seen = 0
     while tail_start > 0 and seen < _FOOTER_LINES:
@@ -230,8 +236,12 @@ def _footer_start(text: str) -> int | None:
     # each checked against the whole rule-line pattern.
     for start in _RULE_START.finditer(text, tail_start):
         if _RULE_LINE.match(text, start.start()):
-            rule = start.start()
-            break
+            below = text[start.start():].lower()
+            # A footer says what a list footer says, and is shorter than the message.
+            if any(word in below for word in _FOOTER_WORDS) and \
+                    len(below.split()) < len(text[:start.start()].split()):
+                rule = start.start()
+                break
     if rule is None or len(text[:rule].split(None, _FOOTER_MIN_WORDS_ABOVE)) \
             < _FOOTER_MIN_WORDS_ABOVE:
         return None
@@ -428,16 +438,21 @@ _SIGNOFF = re.compile(
     r"^[ \t]*(?:(?:best|kind|warm|warmest|many|with|kindest|best wishes and)?[ \t]*"
     r"(?:regards|wishes|thanks)(?: and regards)?|thanks?(?: again| so much| a lot| all)?"
     r"|thank you(?: very much| all)?|cheers|sincerely(?: yours)?|yours(?: truly| sincerely"
-    r"| faithfully)?|best|all the best|respectfully|br|tia|take care|talk soon"
-    r"|mit freundlichen grü(?:ß|ss)en|viele grü(?:ß|ss)e|beste grü(?:ß|ss)e|liebe grü(?:ß|ss)e"
-    r"|gru(?:ß|ss)|grü(?:ß|ss)e|cordialement|bien à vous|bien cordialement|saludos"
-    r"|un saludo|atentamente|met vriendelijke groet(?:en)?|groeten)[ \t]*[,.!]*[ \t]*$",
+    r"| faithfully)?|best|all the best|respectfully|rgds|tia|take care|talk soon"
+    r"|(?:mit )?(?:freundlichen|viele|beste|liebe|herzliche) grü(?:ß|ss)e(?:n)?|gru(?:ß|ss)"
+    r"|grü(?:ß|ss)e|mfg|lg|vg|cordialement|bien à vous|bien cordialement|amicalement|bises"
+    r"|saludos(?: cordiales)?|un saludo|un abrazo|atentamente|(?:met )?vriendelijke "
+    r"groet(?:en)?|hartelijke groet(?:en)?|met vriendelijke groet(?:en)?|groet(?:en|jes)?"
+    r"|gr\.?|mvg|cordiali saluti|distinti saluti|saluti|abraços|atenciosamente|pozdrawiam"
+    r"|med vänlig hälsning|hälsningar|mvh)[ \t]*[,.!]*[ \t]*$",
     re.IGNORECASE | re.MULTILINE)
 _SIGNOFF_LOWER = re.compile(_SIGNOFF.pattern, re.MULTILINE)
 # Every closing line holds one of these (a literal test before the pattern).
 _SIGNOFF_WORDS = ("regards", "wishes", "thank", "cheers", "sincerely", "yours", "best",
-                  "tia", "take care", "talk soon", "grü", "gruß", "gruss", "cordial",
-                  "bien à vous", "saludo", "atentamente", "groet")
+                  "rgds", "tia", "take care", "talk soon", "grü", "gruß", "gruss", "mfg",
+                  "lg", "vg", "cordial", "bien à vous", "amicalement", "bises", "saludo",
+                  "abrazo", "atentamente", "groet", "gr", "mvg", "salut", "abraços",
+                  "atenciosamente", "pozdrawiam", "hälsning", "mvh")
 _SIGNOFF_MAX_LINES = 10
 _SIGNOFF_MAX_CHARS = 700
 

@@ -82,8 +82,10 @@ def _context(new: Features, stored: Features) -> str | None:
     same_name = bool(new.sender_name) and new.sender_name == stored.sender_name
     if not same_address and not same_name:   # a list may have rewritten the address
         return None
-    if new.thread and stored.thread and set(new.thread) & set(stored.thread):
-        return "same sender, same thread"
+    if new.thread and stored.thread:
+        if set(new.thread) & set(stored.thread):
+            return "same sender, same thread"
+        return None     # both answer something, and not the same thing
     if new.subject and new.subject == stored.subject:
         return "same sender, same subject"
     if new.quoted and new.quoted == stored.quoted:
@@ -112,6 +114,23 @@ def _identifier_conflict(pair: Pair) -> str | None:
     names = [name for name in pair.new.identifier_names if missing(name)]
     shown = ", ".join(names[:4]) + (", …" if len(names) > 4 else "")
     return f"identifiers differ: {shown or 'some'} here, others in the match"
+
+
+def _automated_difference(pair: Pair, settings: DetectorSettings) -> str | None:
+    """Two reports or notices from programs: anything in their data that differs, either
+    way, or less than ``automated_threshold`` alike, makes them two (a report that lost a
+    line, or changed one word, is a new report)."""
+    new, stored = pair.new_features, pair.stored_features
+    missing, ours_extra, theirs_extra = identifier_difference(
+        new.identifiers, new.identifier_bits, stored.identifiers, stored.identifier_bits)
+    if ours_extra or theirs_extra:
+        names = [name for name in pair.new.identifier_names if missing(name)]
+        shown = ", ".join(names[:4]) or "some"
+        return f"sent by a program, and its data differ ({shown})"
+    if (pair.resemblance or 0.0) < settings.automated_threshold and pair.resemblance is not None:
+        return (f"sent by a program, and only {pair.resemblance:.2f} alike "
+                f"(below {settings.automated_threshold:.2f})")
+    return None
 
 
 def _calendar(pair: Pair) -> Judgement | None:
@@ -191,6 +210,8 @@ def judge(pair: Pair, settings: DetectorSettings) -> Judgement:
         return Judgement(rule="subject" if why and threshold > settings.resemblance_threshold
                          else "", note=_why_not(pair, threshold, why))
     conflict = _identifier_conflict(pair) if settings.compare_identifiers else None
+    if conflict is None and pair.new_features.automated and pair.stored_features.automated:
+        conflict = _automated_difference(pair, settings)
     if conflict is not None:
         return Judgement(rule="identifiers", note=f"{alike.reason} {alike.score:.2f}, but "
                          f"{conflict}")

@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from milter_support import MilterClient, MilterDaemon
-from postfix_harness import free_port
+from support.daemons import MilterDaemon
+from support.milter_client import MilterClient
+from support.ports import free_port
 
 
 def listening(pid: int) -> set[str]:
