@@ -69,6 +69,7 @@ class Features:
     attachment_bytes: int = 0        # decoded bytes of all non-calendar attachments
     text_bytes: int = 0              # bytes of the whole decoded text (quotes included)
     automated: bool = False          # sent by a program (message.Message.automated)
+    is_reply: bool = False           # answers a message (In-Reply-To, or a Re: subject)
 
     @property
     def attachment_share(self) -> float:
@@ -79,7 +80,7 @@ class Features:
     def encode(self) -> bytes:
         calendar = self.calendar
         flags = (1 if self.identifier_bits else 0) | (2 if calendar else 0) | \
-            (4 if self.automated else 0)
+            (4 if self.automated else 0) | (8 if self.is_reply else 0)
         method = (calendar.method.encode("ascii", "replace")[:16] if calendar else b"")
         parts = [
             _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_name,
@@ -138,7 +139,7 @@ class Features:
         calendar = CalendarSummary(calendar_key, uid, sequence, method) if flags & 2 else None
         return cls(sender, sender_name, sender_domain, subject, thread, quoted, identifiers,
                    identifier_bits, calendar, tuple(attachments), attachment_bytes,
-                   text_bytes, bool(flags & 4))
+                   text_bytes, bool(flags & 4), bool(flags & 8))
 
 
 EMPTY = Features()

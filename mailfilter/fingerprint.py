@@ -298,7 +298,10 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
             chunks.extend(chunk_digests(attachment.data, chunk_average))
     sampled = sorted(set(chunks))[:chunk_sample] if chunks else []
     names = identifiers(message.text, message.subject, None if stop else tokens)
-    digest = text_digest(message.text, attachment_digests, message.whole_body)
+    # An invitation is its event: the same event in the same version is the same message
+    # whatever its text (a resend may come with an empty body, or another client's).
+    digest = text_digest("" if calendar_key else message.text, attachment_digests,
+                         message.whole_body)
     return Fingerprint(
         part_digests=part_digests(message.text, attachment_digests, digest)
         if len(tokens) <= PART_DIGEST_WORDS else (),
@@ -389,4 +392,5 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
         attachment_bytes=sum(len(a.data) for a in files),
         text_bytes=message.text_length,
         automated=message.automated,
+        is_reply=message.is_reply,
     )

@@ -30,6 +30,8 @@ from mailfilter.quotes import has_attribution, split_reply, split_signoff
 _CHISTO_SEPARATOR = b"\n\n"
 _MBOX_FROM = re.compile(rb"\AFrom [^\n]*\n")
 _WORD = re.compile(r"[^\W_]")
+_REPLY_SUBJECT = re.compile(r"\s*(?:\[[^\]]*\]\s*)?(?:re|aw|sv|vs|antw|rif|r)\s*(?:\[\d+\])?\s*:",
+                            re.IGNORECASE)
 _FORWARD_SUBJECT = re.compile(r"\s*(?:\[[^\]]*\]\s*)?(?:fwd?|fw|wg|tr)\s*:", re.IGNORECASE)
 _NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
 _HEADER_LINE = re.compile(rb"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$", re.MULTILINE)
@@ -104,6 +106,11 @@ class Message:
     @property
     def is_forward(self) -> bool:
         return bool(_FORWARD_SUBJECT.match(self.subject))
+
+    @property
+    def is_reply(self) -> bool:
+        """It answers a message: it names one (In-Reply-To/References) or says Re:."""
+        return bool(self.thread) or bool(_REPLY_SUBJECT.match(self.subject))
 
 
 class WholeBodyDigest:

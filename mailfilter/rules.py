@@ -247,12 +247,21 @@ def _threshold(pair: Pair, settings: DetectorSettings) -> tuple[float, str]:
     new, stored = pair.new_features, pair.stored_features
     if new.subject and stored.subject and new.sender_domain \
             and new.sender_domain == stored.sender_domain:
-        if new.subject == stored.subject and new.sender == stored.sender:
+        answers_apart = bool(new.thread and stored.thread
+                             and new.thread[-1] != stored.thread[-1])
+        if new.subject == stored.subject and new.sender == stored.sender \
+                and not new.is_reply and not stored.is_reply:
             return settings.same_subject_threshold, "same sender, same subject"
         if new.subject != stored.subject and not _related(new, stored,
                                                           pair.stored_message_id):
             return settings.other_subject_threshold, \
                 "same sender domain, another subject, another thread"
+        if answers_apart or (new.is_reply and stored.is_reply and not (
+                new.thread and stored.thread)):
+            # Two answers (to different messages, or to ones unnamed) are two messages
+            # unless nearly the same text: what they share is a signature or disclaimer.
+            return settings.other_subject_threshold, \
+                "same sender domain, answers to different messages"
     return settings.resemblance_threshold, ""
 
 

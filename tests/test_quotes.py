@@ -1,0 +1,128 @@
+"""A message's own text apart from what it quotes and forwards, in the layouts clients write.
+
+Each case is a reply or forward as a real client lays it out; the test checks what the
+user would notice: the reply's own words stay, the quoted original goes (a reply is not
+a copy), and a forwarded message stays (a forward is a near-duplicate of it).
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import make_message, paragraph_text
+
+from mailfilter.message import parse
+from mailfilter.quotes import split_reply, split_signoff
+
+ORIGINAL = paragraph_text(5, count=60)
+OWN = "Agreed, let us ship it on Monday after the review."
+
+
+@pytest.mark.parametrize("layout", [
+    # Outlook desktop, modern: a line of underscores over the header block
+    "_" * 32 + "\nFrom: Ann Lee <ann@example.org>\nSent: Monday, December 1, 2026 10:00 AM\n"
+    "To: Bob <bob@example.net>\nSubject: Plan\n\n{original}",
+    # Outlook on the web / new Outlook: the header block alone
+    "From: Ann Lee <ann@example.org>\nSent: Monday, December 1, 2026 10:00\n"
+    "To: Bob <bob@example.net>\nSubject: Plan\n\n{original}",
+    # Outlook in German and in French (a no-break space before the colon)
+    "Von: Ann Lee <ann@example.org>\nGesendet: Montag, 1. Dezember 2026 10:00\n"
+    "An: Bob <bob@example.net>\nBetreff: Plan\n\n{original}",
+    "De\xa0: Ann Lee <ann@example.org>\nEnvoyé\xa0: lundi 1 décembre 2026 10:00\n"
+    "À\xa0: Bob <bob@example.net>\nObjet\xa0: Plan\n\n{original}",
+    # Dutch Outlook
+    "Van: Ann Lee <ann@example.org>\nVerzonden: maandag 1 december 2026 10:00\n"
+    "Aan: Bob <bob@example.net>\nOnderwerp: Plan\n\n{original}",
+    # "-----Original Message-----" and its German form
+    "-----Original Message-----\nFrom: Ann\nSent: Monday\nTo: Bob\nSubject: Plan\n\n{original}",
+    "-----Ursprüngliche Nachricht-----\nVon: Ann\nGesendet: Montag\nAn: Bob\nBetreff: Plan\n\n"
+    "{original}",
+    # Gmail with a wrapped attribution, Apple Mail, Thunderbird, iPhone
+    "On Mon, Dec 1, 2026 at 10:00 AM Ann Lee <\nann@example.org> wrote:\n\n{quoted}",
+    "On Dec 1, 2026, at 10:00, Ann Lee <ann@example.org> wrote:\n\n{quoted}",
+    "On 12/1/26 10:00 AM, Ann Lee wrote:\n{quoted}",
+    "Sent from my iPhone\n\nOn Dec 1, 2026, at 10:00 AM, Ann Lee <ann@example.org> wrote:\n\n"
+    "{quoted}",
+    # Dutch and Italian attributions
+    "Op ma 1 dec 2026 om 10:00 schreef Ann Lee <ann@example.org>:\n\n{quoted}",
+    "Il giorno lun 1 dic 2026 alle ore 10:00 Ann Lee <ann@example.org> ha scritto:\n\n{quoted}",
+])
+def test_reply_layouts_keep_only_the_new_text(layout: str) -> None:
+    quoted = "\n".join("> " + line for line in ORIGINAL.split("\n"))
+    body = OWN + "\n\n" + layout.format(original=ORIGINAL, quoted=quoted)
+    text = parse(make_message(body, subject="RE: Plan")).text
+    assert "ship it on Monday" in text
+    assert ORIGINAL.strip() not in text
+
+
+def test_quoting_broken_by_rewrapping_is_still_quoted() -> None:
+    long_line = "> " + " ".join(ORIGINAL.split()[:14])
+    body = f"{OWN}\n\nOn Monday, Ann wrote:\n{long_line}\nwrapped tail\n> more quoted text\n"
+    text = parse(make_message(body, subject="Re: Plan")).text
+    assert "wrapped tail" not in text and "ship it" in text
+
+
+@pytest.mark.parametrize("separator, subject", [
+    ("---------- Forwarded message ---------\nFrom: Ann <ann@example.org>\n"
+     "Date: Mon, 1 Dec 2026\nSubject: Plan\nTo: Bob <bob@example.net>", "Fwd: Plan"),
+    ("Begin forwarded message:\n\nFrom: Ann <ann@example.org>\nSubject: Plan\n"
+     "Date: 1 December 2026\nTo: Bob <bob@example.net>", "Fwd: Plan"),
+    ("----- Forwarded message from Ann Lee <ann@example.org> -----\n\n"
+     "Date: Mon, 1 Dec 2026\nFrom: Ann Lee <ann@example.org>\nSubject: Plan", "Fwd: Plan"),
+    ("-----Original Message-----\nFrom: Ann\nSent: Monday\nTo: Bob\nSubject: Plan", "FW: Plan"),
+])
+def test_forwards_keep_the_forwarded_text(separator: str, subject: str) -> None:
+    body = f"FYI, see below.\n\nMark\n\n{separator}\n\n{ORIGINAL}"
+    text = parse(make_message(body, subject=subject, sender="Mark Twain <mark@example.net>")
+                 ).text
+    assert ORIGINAL.strip().split("\n")[0] in text, text
+    assert "ann@example.org" not in text
+
+
+def test_a_tagline_above_a_forward_does_not_take_the_forward_along() -> None:
+    body = (f"FYI\n\n-- \nSent from my Android device with K-9 Mail.\n\n"
+            f"-------- Original Message --------\nFrom: Ann\nSent: Monday\nTo: Bob\n"
+            f"Subject: Plan\n\n{ORIGINAL}")
+    text = parse(make_message(body, subject="Fwd: Plan")).text
+    assert ORIGINAL.strip().split("\n")[0] in text
+
+
+def test_apple_mail_forward_quoted_with_brackets_is_the_forwarded_text() -> None:
+    quoted = "\n".join("> " + line for line in ORIGINAL.split("\n"))
+    body = (f"Have a look.\n\nBegin forwarded message:\n\n> From: Ann <ann@example.org>\n"
+            f"> Subject: Plan\n> Date: 1 December 2026\n> To: Bob\n>\n{quoted}")
+    text = parse(make_message(body, subject="Fwd: Plan")).text
+    assert ORIGINAL.strip().split("\n")[0] in text
+
+
+@pytest.mark.parametrize("closing", ["Best regards,", "Thanks,", "Cheers", "Mit freundlichen "
+                                     "Grüßen", "Met vriendelijke groet,", "Cordialement,",
+                                     "Rgds,", "Gr.,"])
+def test_sign_off_blocks_are_set_aside(closing: str) -> None:
+    text = (f"Hi Bob,\n\nConfirmed.\n\n{closing}\n\nAnn Lee\nProject Manager\nAcme Widgets Ltd\n"
+            "T: +44 20 7946 0000\nwww.acme.example\n")
+    kept, aside = split_signoff(text, "Ann Lee")
+    assert "Confirmed" in kept and "Project Manager" not in kept and "Acme" in aside
+
+
+def test_a_name_line_sign_off_without_a_closing_line() -> None:
+    kept, _ = split_signoff("Hi all,\n\nAgreed.\n\nEdward Nguyen\nSales | Northwind\n",
+                            "Edward Nguyen")
+    assert kept.strip() == "Hi all,\n\nAgreed."
+
+
+def test_a_one_word_message_is_not_its_own_sign_off() -> None:
+    assert split_signoff("Thanks!\n", "Bob Martin") == ("Thanks!\n", "")
+
+
+def test_a_rule_over_a_table_is_no_list_footer() -> None:
+    table = ("SOURCE            TOTAL FILES   FILES TRANS   TOTAL MB   MB TRANS   TIME SECONDS\n"
+             + "-" * 90 + "\n/home/          87923    1387   13758.76   239.64   4.793\n"
+             "root@db01:/var/lib/postgresql/   461568   2989   53010.90   829.42   16.588\n")
+    assert "87923" in split_reply(table).text
+
+
+def test_a_list_footer_under_a_rule_is_set_aside() -> None:
+    body = ORIGINAL + "\n" + "#" * 60 + "\n\nTo unsubscribe from the XYZ-L list, click:\n" \
+        "https://listserv.example.org/scripts/wa.exe?SUBED1=XYZ-L&A=1\n"
+    reply = split_reply(body)
+    assert "unsubscribe" not in reply.text and "unsubscribe" in reply.aside
