@@ -14,6 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mailfilter.config import Settings, load_settings  # noqa: E402
 from mailfilter.engine import Engine  # noqa: E402
 
+# The backend fixtures (backend, store_location, store; ``every_backend`` tests) and the
+# Redis servers they start.
+pytest_plugins = ("support.stores", "redis_servers")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 CORPUS_TARBALL = SHARED / "corpus" / "spamassassin.tar.gz"
@@ -25,8 +29,9 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def engine(tmp_path: Path, settings: Settings):  # noqa: ANN201
-    with Engine(settings, str(tmp_path / "store")) as opened:
+def engine(store_location: str, settings: Settings):  # noqa: ANN201
+    """An Engine on an empty store: LMDB, or each backend in an ``every_backend`` test."""
+    with Engine(settings, store_location) as opened:
         yield opened
 
 

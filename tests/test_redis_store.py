@@ -1,5 +1,6 @@
-"""The Redis store through Engine: the LMDB store's behaviours on one server and on a
-three-node cluster, TTLs, parameters, round trips, outages and the key layout."""
+"""The Redis store's own behaviours, on one server and on a three-node cluster: TTLs, round
+trips, races between hosts, outages, partitions, the key layout, old schemas.  What every
+backend does is tested once for all of them (``every_backend`` tests, tests/support/stores.py)."""
 
 from __future__ import annotations
 
@@ -9,96 +10,21 @@ from typing import TYPE_CHECKING
 
 import pytest
 import redis
-import test_detector
-import test_store
 from helpers import make_message, make_mime, paragraph_text
+from support import schema1
 
 from mailfilter.config import Settings
 from mailfilter.engine import Engine
-from mailfilter.store import Record, StoreError, StoreMismatch, message_id_key
+from mailfilter.store import Record, StoreError
 from mailfilter.store.redis import RedisStore, masked, partition_tags
 
 if TYPE_CHECKING:
     from redis_servers import RedisClusterNodes, RedisServer
 
-pytest_plugins = ("redis_servers",)
-
-
 @pytest.fixture(params=["server", "cluster"])
 def url(request: pytest.FixtureRequest) -> str:
     """A freshly emptied store URL: the standalone server, then the cluster."""
     return request.getfixturevalue("redis_url" if request.param == "server" else "cluster_url")
-
-
-@pytest.fixture
-def engine(url: str, settings: Settings):  # noqa: ANN201
-    with Engine(settings, url) as opened:
-        yield opened
-
-
-def _engine_only(module: object) -> list[str]:
-    return [name for name, fn in vars(module).items() if name.startswith("test_")
-            and callable(fn) and list(inspect.signature(fn).parameters) == ["engine"]]
-
-
-# The detector's tests that take only an engine, run unchanged on Redis.
-@pytest.mark.parametrize("name", _engine_only(test_detector))
-def test_detector_behaviour_on_redis(name: str, engine: Engine) -> None:
-    getattr(test_detector, name)(engine)
-
-
-@pytest.mark.parametrize("name", ["test_duplicate_bumps_seen_instead_of_adding",
-                                  "test_histogram_window_is_one_vectorised_lookup",
-                                  "test_large_histogram_window_returns_the_closest_first"])
-def test_store_behaviour_on_redis(name: str, engine: Engine) -> None:
-    getattr(test_store, name)(engine)
-
-
-def test_records_round_trip_and_verify_clean(redis_url: str, settings: Settings) -> None:
-    # (On a cluster records() goes partition by partition, not in id order.)
-    with Engine(settings, redis_url) as engine:
-        test_store.test_records_round_trip_and_verify_clean(engine)
-
-
-def test_per_recipient_scope(url: str, settings: Settings) -> None:
-    raw = make_message(paragraph_text(8), message_id="<r@x>")
-    with Engine(settings, url) as engine:
-        engine.check(raw, ["alice@example.org"])
-        assert engine.check(raw, ["bob@example.org"]).verdict == "unique"
-        both = engine.check(raw, ["alice@example.org", "carol@example.org"], record=False)
-        assert both.verdict == "duplicate" and both.recipients_seen == ("alice@example.org",)
-        again = engine.check(raw, ["Bob@Example.org", "alice@example.org"], record=False)
-        assert again.all_recipients_seen
-        record = next(iter(engine.store.records()))
-        assert record.seen == 2 and len(record.recipients) == 2
-
-
-def test_global_scope_ignores_recipients(url: str, settings: Settings) -> None:
-    settings.detector.scope = "global"
-    raw = make_message(paragraph_text(8), message_id="<r@x>")
-    with Engine(settings, url) as engine:
-        engine.check(raw, ["alice@example.org"])
-        assert engine.check(raw, ["bob@example.org"]).verdict == "duplicate"
-
-
-def test_forget_by_message_id(engine: Engine) -> None:
-    for seed in range(6):
-        engine.check(make_message(paragraph_text(seed), message_id=f"<f{seed}@x>"))
-    ids = engine.store.find_message_id("<f3@X>")
-    assert len(ids) == 1
-    assert engine.store.forget(ids) == 1 and engine.store.forget(ids) == 0
-    assert engine.store.find_message_id("<f3@x>") == []
-    assert engine.check(make_message(paragraph_text(3)), record=False).verdict == "unique"
-    assert engine.check(make_message(paragraph_text(4)), record=False).verdict == "duplicate"
-    assert engine.store.stats()["records"] == 5
-    assert engine.store.verify() == []
-
-
-def test_parameter_mismatch_is_refused(url: str, settings: Settings) -> None:
-    Engine(settings, url).close()
-    settings.fingerprint.ngram = 4
-    with pytest.raises(StoreMismatch, match="ngram=5 \\(configured 4\\)"):
-        Engine(settings, url)
 
 
 def test_other_detector_settings_share_the_store(url: str, settings: Settings) -> None:
@@ -317,51 +243,39 @@ def test_verify_finds_damage(redis_url: str, settings: Settings,
         assert any("has TTL -1" in p for p in problems)
 
 
-def test_stats_and_admin_commands(redis_url: str, settings: Settings) -> None:
-    with Engine(settings, redis_url) as engine:
-        for seed in range(4):
-            engine.check(make_message(paragraph_text(500 + seed), message_id=f"<a{seed}@x>"),
-                         now=1_790_000_000 + seed)
-        engine.check(make_message(paragraph_text(500), message_id="<dup@x>"), now=1_790_000_100)
-        stats = engine.store.stats()
-    assert stats["backend"] == "redis" and stats["location"] == redis_url
-    assert stats["records"] == 4 and stats["oldest"] == 1_790_000_001
-    assert stats["newest"] == 1_790_000_100
-    day = 1_790_000_000 // 86400 * 86400
-    assert stats["verdicts_per_day"] == {day: {"unique": 4, "duplicate": 1}}
-
-
-def test_lookup_or_add_records_a_new_message_in_the_same_round_trip(
-        redis_url: str, settings: Settings) -> None:
-    with Engine(settings, redis_url) as engine:
-        store: RedisStore = engine.store
-        detector = engine.detector
-
-        def probe_and_record(seed: int, message_id: str) -> tuple:
-            analysis = engine.analyse(make_message(paragraph_text(seed, count=200),
-                                                   message_id=message_id))
-            fp = analysis.fingerprint
-            record = Record(histogram=fp.histogram, histogram_sum=fp.histogram_sum,
-                            histogram_chars=fp.histogram_chars, sketch=fp.sketch,
-                            shingle_count=fp.shingle_count, word_count=fp.word_count,
-                            digest=fp.digest, message_id_key=message_id_key(message_id),
-                            message_id=message_id, chunks=fp.chunks, first_seen=86400 * 3,
-                            last_seen=86400 * 3)
-            return detector.probe(fp, message_id), record
-
-        probe, record = probe_and_record(1, "<new@x>")
-        found = store.lookup_or_add(probe, record)
-        assert not found.records and record.doc_id > 0
-        assert store.get(record.doc_id).message_id == "<new@x>"
-        # Found something: nothing is added, the detector records as usual.
-        probe, again = probe_and_record(1, "<copy@x>")
-        found = store.lookup_or_add(probe, again)
-        assert again.doc_id == 0 and list(found.records) == [record.doc_id]
-        assert store.stats()["records"] == 1
-        assert store.stats()["verdicts_per_day"] == {86400 * 3: {"unique": 1}}
-        assert store.verify() == []
-
-
 def test_bad_partition_count_is_a_store_error(redis_url: str, settings: Settings) -> None:
     with pytest.raises(StoreError, match="partitions='many' must be a number"):
         Engine(settings, redis_url + "?partitions=many")
+
+
+def test_a_schema_1_store_opens_and_checks_fine(redis_url: str, settings: Settings,
+                                                redis_server: RedisServer) -> None:
+    """A Redis store 0.x wrote (schema 1 records, its key layout) works after the upgrade."""
+    texts = [paragraph_text(900 + seed, count=300) for seed in range(5)]
+    with Engine(settings, redis_url) as scratch:
+        records = [scratch.detector._new_record(
+            scratch.analyse(make_message(text, message_id=f"<old{n}@x>")).fingerprint,
+            f"<old{n}@x>", (), 1_700_000_000 + n, 1) for n, text in enumerate(texts)]
+    with redis_server.client() as client:
+        client.flushall()
+        schema1.write_redis(client, settings.fingerprint.store_parameters(), records,
+                            counts={f"{1_700_000_000 // 86400}:unique": 5})
+    with Engine(settings, redis_url, readonly=True) as engine:
+        assert engine.store.verify() == []
+        assert engine.store.stats()["records"] == 5
+    with Engine(settings, redis_url) as engine:
+        assert engine.store.verify() == []
+        copy = engine.check(make_message(texts[2], message_id="<again@x>"), now=1_700_000_100)
+        assert copy.verdict == "duplicate" and copy.match.message_id == "<old2@x>"
+        edited = texts[3].replace(" ", "  ", 3) + "\nOne more line at the end.\n"
+        near = engine.check(make_message(edited, message_id="<edit@x>"), now=1_700_000_200)
+        assert near.verdict == "near-duplicate" and near.match.message_id == "<old3@x>"
+        found = {record.message_id: record for record in engine.store.records()}
+        assert set(found) == {f"<old{n}@x>" for n in range(5)} | {"<edit@x>"}
+        assert found["<old2@x>"].seen == 2 and found["<edit@x>"].features == b""
+        assert engine.store.verify() == []
+        stats = engine.store.stats()
+        assert stats["records"] == 6
+        assert stats["verdicts_per_day"][1_700_000_000 // 86400 * 86400] == {
+            "unique": 5, "duplicate": 1, "near-duplicate": 1}
+    assert isinstance(found["<edit@x>"], Record)

@@ -17,11 +17,73 @@ from typing import Protocol, TypeVar
 import xxhash
 
 T = TypeVar("T")
-SCHEMA_VERSION = 1
-_MESSAGE_ID_MAX = 250
-_RECIPIENTS_MAX = 64
-_HEADER = struct.Struct(">BBIII36sHIII16s16sHHHH")
+# The record schema: the first byte of every encoded record.  Version 1 (dupfilter up to
+# 0.x, no ``features``) is still read; records are written as version 2.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
+# Ids read per Message-ID and per digest by a lookup (the newest), in every backend.
+NEWEST_EXACT = 16
+MESSAGE_ID_MAX = 250
+RECIPIENTS_MAX = 64
+FEATURES_MAX = 1024
 _UNSAFE_ID = re.compile(r"[\x00-\x1f\x7f;]")
+
+# The fixed header of an encoded record, in order: (field, struct code), big-endian.
+_HEADER_FIELDS = (
+    ("version", "B"), ("flags", "B"), ("first_seen", "I"), ("last_seen", "I"), ("seen", "I"),
+    ("histogram", "36s"), ("histogram_sum", "H"), ("histogram_chars", "I"),
+    ("shingle_count", "I"), ("word_count", "I"), ("digest", "16s"), ("message_id_key", "16s"),
+    ("n_sketch", "H"), ("n_chunks", "H"), ("n_recipients", "H"), ("n_message_id", "H"))
+_HEADER = struct.Struct(">" + "".join(code for _, code in _HEADER_FIELDS))
+_CHUNK = struct.Struct(">QI")
+_U16 = struct.Struct(">H")
+
+
+@dataclass(frozen=True)
+class RecordLayout:
+    """Where everything is in an encoded :class:`Record` (what a Redis script reads).
+
+    An encoded record is the fixed header (``fields``: name → (offset, width) in bytes,
+    every number big-endian unsigned), then the variable sections in ``sections`` order:
+    ``n_sketch`` sketch hashes of ``sketch_width`` bytes, ``n_chunks`` attachment chunks
+    (a ``chunk_width``-byte entry: an 8-byte digest then a 4-byte length), ``n_recipients``
+    recipient hashes of ``recipient_width`` bytes, ``n_message_id`` bytes of Message-ID,
+    and from version 2 on a ``features_length_width``-byte length and that many bytes of
+    ``features``.  Versions 1 and 2 share the header and the first four sections, so a
+    script that edits the header or the recipients and copies the rest keeps either.
+    """
+
+    header: int
+    fields: dict[str, tuple[int, int]]
+    sections: tuple[str, ...]
+    sketch_width: int
+    chunk_width: int
+    chunk_digest_width: int
+    recipient_width: int
+    recipients_max: int
+    message_id_max: int
+    features_length_width: int
+    features_max: int
+
+    def offset(self, name: str) -> int:
+        return self.fields[name][0]
+
+
+def _layout() -> RecordLayout:
+    fields, position = {}, 0
+    for name, code in _HEADER_FIELDS:
+        width = struct.calcsize(">" + code)
+        fields[name] = (position, width)
+        position += width
+    return RecordLayout(header=position, fields=fields,
+                        sections=("sketch", "chunks", "recipients", "message_id", "features"),
+                        sketch_width=4, chunk_width=_CHUNK.size, chunk_digest_width=8,
+                        recipient_width=8, recipients_max=RECIPIENTS_MAX,
+                        message_id_max=MESSAGE_ID_MAX, features_length_width=2,
+                        features_max=FEATURES_MAX)
+
+
+LAYOUT = _layout()
 
 
 class StoreError(RuntimeError):
@@ -55,7 +117,7 @@ def safe_message_id(message_id: str | None) -> str | None:
     if not message_id:
         return None
     cleaned = _UNSAFE_ID.sub("", message_id).strip()
-    return cleaned[:_MESSAGE_ID_MAX] or None
+    return cleaned[:MESSAGE_ID_MAX] or None
 
 
 @dataclass(slots=True)
@@ -77,10 +139,17 @@ class Record:
     last_seen: int = 0
     seen: int = 1
     doc_id: int = 0
+    # The detector's own small encoded data (up to FEATURES_MAX bytes): kept and returned
+    # verbatim, never read by a store.
+    features: bytes = b""
 
     def encode(self) -> bytes:
-        message_id = (self.message_id or "").encode("utf-8", "replace")[:_MESSAGE_ID_MAX]
-        recipients = self.recipients[:_RECIPIENTS_MAX]
+        """The record as bytes (schema version 2; see :class:`RecordLayout`)."""
+        if len(self.features) > FEATURES_MAX:
+            raise ValueError(f"record features are {len(self.features)} bytes; at most "
+                             f"{FEATURES_MAX} are stored")
+        message_id = (self.message_id or "").encode("utf-8", "replace")[:MESSAGE_ID_MAX]
+        recipients = self.recipients[:RECIPIENTS_MAX]
         head = _HEADER.pack(
             SCHEMA_VERSION, 0, self.first_seen, self.last_seen, self.seen, self.histogram,
             self.histogram_sum, self.histogram_chars, self.shingle_count, self.word_count,
@@ -91,17 +160,21 @@ class Record:
             parts.append(struct.pack(">QI", digest, length))
         parts.append(struct.pack(f">{len(recipients)}Q", *recipients))
         parts.append(message_id)
+        parts.append(_U16.pack(len(self.features)))
+        parts.append(self.features)
         return b"".join(parts)
 
     @classmethod
     def decode(cls, doc_id: int, data: bytes) -> Record:
-        """The record encoded in ``data`` (positional construction and cached formats: a
-        check decodes up to ``max_candidates`` records, so this is on its hot path)."""
+        """The record encoded in ``data``, schema version 1 or 2 (positional construction
+        and cached formats: a check decodes up to ``max_candidates`` records, so this is on
+        its hot path)."""
         (version, _flags, first_seen, last_seen, seen, histogram, histogram_sum,
          histogram_chars, shingle_count, word_count, digest, msgid_key, n_sketch, n_chunks,
          n_recipients, n_message_id) = _HEADER.unpack_from(data, 0)
-        if version != SCHEMA_VERSION:
-            raise StoreError(f"record {doc_id} has schema {version}, expected {SCHEMA_VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise StoreError(f"record {doc_id} has schema {version}; this dupfilter reads "
+                             f"schemas {sorted(READABLE_VERSIONS)}")
         offset = _HEADER.size
         sketch = (_SKETCHES.get(n_sketch) or _format(_SKETCHES, ">%dI", n_sketch)
                   ).unpack_from(data, offset)
@@ -117,13 +190,20 @@ class Record:
             offset += 8 * n_recipients
         message_id = str(data[offset:offset + n_message_id], "utf-8", "replace") \
             if n_message_id else None
+        features = b""
+        if version > 1:
+            offset += n_message_id
+            (n_features,) = _U16.unpack_from(data, offset)
+            features = bytes(data[offset + 2:offset + 2 + n_features])
+            if len(features) != n_features:
+                raise StoreError(f"record {doc_id} is cut short")
         return cls(histogram, histogram_sum, histogram_chars, sketch, shingle_count,
                    word_count, digest, None if msgid_key == _NO_KEY else msgid_key,
-                   message_id, chunks, recipients, first_seen, last_seen, seen, doc_id)
+                   message_id, chunks, recipients, first_seen, last_seen, seen, doc_id,
+                   features)
 
 
 _NO_KEY = bytes(16)
-_CHUNK = struct.Struct(">QI")
 _SKETCHES: dict[int, struct.Struct] = {}
 _RECIPIENTS: dict[int, struct.Struct] = {}
 
@@ -192,36 +272,85 @@ class Candidates:
 
 
 class Store(Protocol):
-    """What the detector and the admin commands need of a store."""
+    """Everything the engine, the detector and the admin commands ask of a store.
+
+    Both backends (:class:`~mailfilter.store.lmdb.LmdbStore`,
+    :class:`~mailfilter.store.redis.RedisStore`) implement all of it; tests run the same
+    behaviours on both (``tests/support/stores.py``).  Record ids are positive integers
+    that grow with the time of the first add (per partition on a Redis Cluster).
+    """
 
     location: str
 
-    def lookup(self, probe: Probe) -> Candidates: ...
+    def lookup(self, probe: Probe) -> Candidates:
+        """Every index for ``probe``: one read transaction (LMDB) or one round trip."""
+        ...
 
-    def add(self, record: Record) -> int: ...
+    def lookup_or_add(self, probe: Probe, record: Record) -> Candidates:
+        """:meth:`lookup`; when it finds no record at all (the verdict can only be
+        "unique"), also add ``record`` and count a "unique" verdict on the day of
+        ``record.first_seen``, in the same transaction or script.
 
-    def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None: ...
+        ``record.doc_id`` is set when the record was added, else left 0 (the caller then
+        records as usual: :meth:`count_verdict`, then :meth:`touch` or :meth:`add`).  A
+        read-only store, and a Redis store of several partitions, only look up.
+        """
+        ...
 
-    def count_verdict(self, verdict: str, when: int) -> None: ...
+    def add(self, record: Record) -> int:
+        """Store ``record`` with its index entries; returns (and sets) its id."""
+        ...
+
+    def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None:
+        """One more sighting of a record: ``seen`` + 1, last seen ``when`` (never moved
+        back), ``recipients`` merged in (the newest ``RECIPIENTS_MAX`` kept); everything
+        else, ``features`` included, unchanged.  An id that is gone is ignored."""
+        ...
+
+    def count_verdict(self, verdict: str, when: int) -> None:
+        """Add one to the counter of ``verdict`` on the day of ``when`` (for ``stats``)."""
+        ...
 
     def atomically(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` (lookups and writes) as one unit: a transaction where the backend
         has them, one batch of writes otherwise."""
         ...
 
-    def prune(self, before: int) -> int: ...
+    def get(self, doc_id: int) -> Record | None:
+        """The record with id ``doc_id``, or None."""
+        ...
 
-    def forget(self, doc_ids: Sequence[int]) -> int: ...
+    def prune(self, before: int) -> int:
+        """Remove records last seen before ``before`` (epoch seconds); how many.  Redis
+        expires records by TTL instead and returns 0."""
+        ...
 
-    def find_message_id(self, message_id: str) -> list[int]: ...
+    def forget(self, doc_ids: Sequence[int]) -> int:
+        """Remove these records and their index entries; how many there were."""
+        ...
 
-    def records(self) -> Iterator[Record]: ...
+    def find_message_id(self, message_id: str) -> list[int]:
+        """Ids of the records stored under this Message-ID."""
+        ...
 
-    def stats(self) -> dict[str, object]: ...
+    def records(self) -> Iterator[Record]:
+        """Every record (for ``scan --json``, ``verify``, exports)."""
+        ...
 
-    def verify(self) -> list[str]: ...
+    def stats(self) -> dict[str, object]:
+        """``backend``, ``location``, ``records``, ``oldest`` and ``newest`` last-seen
+        times, ``verdicts_per_day`` ({day start: {verdict: count}}), ``used_bytes``, and
+        whatever else the backend can tell (``dupfilter-db stats``)."""
+        ...
 
-    def close(self) -> None: ...
+    def verify(self) -> list[str]:
+        """Problems found: records that do not decode, index entries without their record
+        or records without their entries (``dupfilter-db verify``); empty when sound."""
+        ...
+
+    def close(self) -> None:
+        """Release the store (idempotent)."""
+        ...
 
 
 def open_store(location: str, parameters: dict[str, object], *, map_size_mb: int = 64,

@@ -37,6 +37,8 @@ import lmdb
 import numpy as np
 
 from mailfilter.store import (
+    NEWEST_EXACT,
+    READABLE_VERSIONS,
     SCHEMA_VERSION,
     Candidates,
     Probe,
@@ -206,9 +208,9 @@ class LmdbStore:
                     txn.put(b"parameters", wanted.encode(), db=self.meta)
                     txn.put(b"created", _u64(int(time.time())), db=self.meta)
             return
-        if schema is not None and int(schema) != SCHEMA_VERSION:
+        if schema is not None and int(schema) not in READABLE_VERSIONS:
             raise StoreMismatch(f"store {self.location} has schema {int(schema)}; this "
-                                f"dupfilter reads schema {SCHEMA_VERSION}")
+                                f"dupfilter reads schemas {sorted(READABLE_VERSIONS)}")
         have = json.loads(stored)
         if have != json.loads(wanted):
             differ = sorted(k for k in set(have) | set(parameters)
@@ -217,6 +219,19 @@ class LmdbStore:
                                 for k in differ)
             raise StoreMismatch(f"store {self.location} was built with other fingerprint "
                                 f"parameters: {details}; use those settings or a new store")
+        if schema is not None and int(schema) < SCHEMA_VERSION and not self.readonly:
+            self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Bring a store of an older schema to this one (once, by the first writer).
+
+        Schema 1 records stay as they are (they are read as they are, and written as
+        schema 2 when touched)."""
+        def upgrade(txn: lmdb.Transaction) -> None:
+            schema = txn.get(b"schema", db=self.meta)
+            if schema is not None and int(schema) < SCHEMA_VERSION:
+                txn.put(b"schema", str(SCHEMA_VERSION).encode(), db=self.meta)
+        self.atomically(lambda: upgrade(self._local.txn))
 
     def _grow(self) -> None:
         with self._grow_lock:
@@ -293,7 +308,23 @@ class LmdbStore:
     # -- lookup ------------------------------------------------------------------------
 
     def lookup(self, probe: Probe) -> Candidates:
+        """Every index for ``probe`` in one read transaction."""
         return self._read(lambda txn: self._lookup(txn, probe))
+
+    def lookup_or_add(self, probe: Probe, record: Record) -> Candidates:
+        """:meth:`lookup`, and when it finds no record at all, add ``record`` and count a
+        "unique" verdict in the same write transaction (``record.doc_id`` is set; it stays
+        0 when something was found).  Read-only: a plain lookup."""
+        if self.readonly:
+            return self.lookup(probe)
+
+        def run(txn: lmdb.Transaction) -> Candidates:
+            found = self._lookup(txn, probe)
+            if not found.records:
+                self._count(txn, "unique", record.first_seen)
+                self._add(txn, record)
+            return found
+        return self._write(run)
 
     def _postings(self, cursor: lmdb.Cursor, key: bytes, cap: int) -> list[int]:
         """Newest ``cap`` ids under ``key`` (ids grow with time, so read from the end)."""
@@ -335,9 +366,9 @@ class LmdbStore:
         result = Candidates()
         cursor = txn.cursor(db=self.index["by_msgid"])
         if probe.message_id_key:
-            result.by_message_id = self._postings(cursor, probe.message_id_key, 16)
+            result.by_message_id = self._postings(cursor, probe.message_id_key, NEWEST_EXACT)
         cursor = txn.cursor(db=self.index["by_digest"])
-        result.by_digest = self._postings(cursor, probe.digest, 16)
+        result.by_digest = self._postings(cursor, probe.digest, NEWEST_EXACT)
         if probe.histogram_window > 0:
             self._histogram_window(txn, probe, result)
         shingles = txn.cursor(db=self.index["by_shingle"])
@@ -468,11 +499,12 @@ class LmdbStore:
 
     def count_verdict(self, verdict: str, when: int) -> None:
         """Add one to the day's counter of ``verdict`` (for `dupfilter-db stats`)."""
-        def bump(txn: lmdb.Transaction) -> None:
-            key = _DAY_VERDICT.pack(when // 86400, _VERDICT_CODES.get(verdict, 0))
-            current = txn.get(key, db=self.counts)
-            txn.put(key, _u64((_U64.unpack(current)[0] if current else 0) + 1), db=self.counts)
-        self._write(bump)
+        self._write(lambda txn: self._count(txn, verdict, when))
+
+    def _count(self, txn: lmdb.Transaction, verdict: str, when: int) -> None:
+        key = _DAY_VERDICT.pack(int(when) // 86400, _VERDICT_CODES.get(verdict, 0))
+        current = txn.get(key, db=self.counts)
+        txn.put(key, _u64((_U64.unpack(current)[0] if current else 0) + 1), db=self.counts)
 
     def _delete(self, txn: lmdb.Transaction, doc_id: int) -> bool:
         key = _u64(doc_id)

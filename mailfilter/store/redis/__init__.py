@@ -54,13 +54,16 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from string import Template
+from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import xxhash
 
 from mailfilter.store import (
+    LAYOUT,
+    NEWEST_EXACT,
+    READABLE_VERSIONS,
     SCHEMA_VERSION,
     Candidates,
     Probe,
@@ -86,495 +89,46 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 KEEP_POSTINGS = 1000   # newest ids kept per shingle/chunk hash (a footer must not grow forever)
-_NEWEST_EXACT = 16     # ids read per Message-ID and per digest, as LMDB
 _SLOTS = 16384
 _BATCH = 500
 _MISMATCH = "DUPFILTER-MISMATCH"
 _VERDICTS = ("unique", "duplicate", "near-duplicate")
 
 
-# -- the record layout, as the Lua scripts need it ----------------------------------------
-
-_FIELDS = ("version", "flags", "first_seen", "last_seen", "seen", "histogram", "histogram_sum",
-           "histogram_chars", "shingle_count", "word_count", "digest", "message_id_key",
-           "n_sketch", "n_chunks", "n_recipients", "n_message_id")
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """Byte offsets of a :meth:`Record.encode` result, measured from the encoder itself."""
-
-    header: int
-    sketch_width: int
-    chunk_width: int
-    recipient_width: int
-    recipients_max: int
-    offsets: dict[str, int]
-
-
-def _measure_layout() -> _Layout:
-    from mailfilter.store import _HEADER  # the header format is the store package's own
-
-    tokens = re.findall(r"(\d*)([a-zA-Z?])", _HEADER.format.lstrip("<>!=@"))
-    if len(tokens) != len(_FIELDS):
-        raise StoreError("mailfilter.store.redis does not know this record header layout")
-    offsets, position = {}, 0
-    order = _HEADER.format[0] if _HEADER.format[0] in "<>!=@" else "@"
-    for name, (count, code) in zip(_FIELDS, tokens, strict=True):
-        offsets[name] = position
-        position += struct.calcsize(f"{order}{count}{code}")
-
-    def size(**fields: Any) -> int:
-        base = dict(histogram=bytes(36), histogram_sum=0, histogram_chars=0, sketch=(),
-                    shingle_count=0, word_count=0, digest=bytes(16), message_id_key=None,
-                    message_id=None)
-        base.update(fields)
-        return len(Record(**base).encode())
-
-    header = size()
-    probe = Record(histogram=bytes(36), histogram_sum=0, histogram_chars=0, sketch=(),
-                   shingle_count=0, word_count=0, digest=bytes(16), message_id_key=None,
-                   message_id=None, chunks=((0x0102030405060708, 9),))
-    if probe.encode()[header:header + 8] != bytes.fromhex("0102030405060708"):
-        raise StoreError("mailfilter.store.redis expects a chunk entry to start with its digest")
-    recipient_width = size(recipients=(1,)) - header
-    layout = _Layout(header=header, sketch_width=size(sketch=(1,)) - header,
-                     chunk_width=size(chunks=((1, 1),)) - header,
-                     recipient_width=recipient_width,
-                     recipients_max=(size(recipients=tuple(range(1, 1000))) - header)
-                     // recipient_width, offsets=offsets)
-    if offsets["seen"] != offsets["last_seen"] + 4 or header != position:
-        raise StoreError("mailfilter.store.redis does not know this record header layout")
-    return layout
-
-
-_LAYOUT = _measure_layout()
-
 # -- Lua ------------------------------------------------------------------------------------
-
-_PRELUDE = Template(r"""
-local base = KEYS[1]
-local byte, sub = string.byte, string.sub
-local HEADER, SW, CW, RW, MAXR = $header, $sketch_width, $chunk_width, $recipient_width, $rmax
-local O_LAST, O_SEEN, O_HIST, O_SUM = $o_last, $o_seen, $o_hist, $o_sum
-local O_WORDS, O_DIGEST, O_MSGID = $o_words, $o_digest, $o_msgid
-local O_NS, O_NC, O_NR = $o_ns, $o_nc, $o_nr
-local KEEP, NEWEST = $keep, $newest
-local ZERO16 = string.rep('\0', 16)
-local function u16(s, o) local a, b = byte(s, o + 1, o + 2) return a * 256 + b end
-local function u32(s, o)
-  local a, b, c, d = byte(s, o + 1, o + 4)
-  return ((a * 256 + b) * 256 + c) * 256 + d
-end
-local function p16(v) return string.char(math.floor(v / 256) % 256, v % 256) end
-local function p32(v)
-  return string.char(math.floor(v / 16777216) % 256, math.floor(v / 65536) % 256,
-                     math.floor(v / 256) % 256, v % 256)
-end
-""").substitute(
-    header=_LAYOUT.header, sketch_width=_LAYOUT.sketch_width, chunk_width=_LAYOUT.chunk_width,
-    recipient_width=_LAYOUT.recipient_width, rmax=_LAYOUT.recipients_max,
-    o_last=_LAYOUT.offsets["last_seen"], o_seen=_LAYOUT.offsets["seen"],
-    o_hist=_LAYOUT.offsets["histogram"], o_sum=_LAYOUT.offsets["histogram_sum"],
-    o_words=_LAYOUT.offsets["word_count"], o_digest=_LAYOUT.offsets["digest"],
-    o_msgid=_LAYOUT.offsets["message_id_key"], o_ns=_LAYOUT.offsets["n_sketch"],
-    o_nc=_LAYOUT.offsets["n_chunks"], o_nr=_LAYOUT.offsets["n_recipients"],
-    keep=KEEP_POSTINGS, newest=_NEWEST_EXACT)
-
-# ARGV: params id, message-id key or '', digest, histogram, sum, window, max positions,
-# posting cap, max candidates, min shared, common threshold, then the sketch hashes, the
-# tail hashes and the chunk digests, each list as one string of fixed-width big-endian
-# values, 1 when the store has several partitions, and the most histogram candidates.
-# The reply is flat (see RedisStore._parse_lookup).
 #
-# Every redis.call and every string the script makes costs a microsecond or more, so the
-# script reads only what can matter: a posting key is read only when enough of the
-# message's keys exist for a candidate to share min_shared of them; the posting counts of
-# the last-line hashes (boilerplate) only when some record is returned (they only matter
-# for comparing records; with several partitions always, as the client adds them up);
-# and the records of all candidates come in one MGET.
-_LOOKUP_BODY = r"""
-local have = redis.call('GET', base .. 'p')
-if have and have ~= ARGV[1] then return redis.error_reply('DUPFILTER-MISMATCH ' .. have) end
-local mkey, digest, hist = ARGV[2], ARGV[3], ARGV[4]
-local hsum, window, maxpos = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local cap, maxc = tonumber(ARGV[8]), tonumber(ARGV[9])
-local min_shared, common_n = tonumber(ARGV[10]), tonumber(ARGV[11])
-local function split(packed, width, kind)
-  local values, keys = {}, {}
-  for j = 1, #packed / width do
-    local v = sub(packed, (j - 1) * width + 1, j * width)
-    values[j] = v
-    if kind then keys[j] = base .. kind .. v end
-  end
-  return values, keys
-end
-local sketch, skeys = split(ARGV[12], SW, 's')
-local _, ckeys = split(ARGV[14], 8, 'k')
-local ntail = #ARGV[13] / SW
--- On a store of several partitions the client adds up every partition's tail counts.
-local all_tails = ARGV[15] == '1'
-local hmax = tonumber(ARGV[16])   -- Probe.histogram_limit: at most maxc
-local at = 17
+# The scripts are the .lua files beside this module, put together by _script: the constants
+# (from their one definition in Python), common.lua, then the parts of the script.  find.lua
+# is the lookup (ARGV: see _lookup_args; reply: see _parse_lookup), store.lua the write
+# functions (add, touch, forget), and lookup.lua, write.lua and lookup_add.lua the three
+# scripts' own ends.  Every redis.call and every string a script makes costs a microsecond or
+# more, so the scripts read only what can change the answer (see docs/scaling.md).
 
-local postings = {}
-local function newest(key)
-  local ids = postings[key]
-  if ids == nil then
-    ids = redis.call('ZREVRANGE', key, 0, cap - 1)
-    postings[key] = ids
-  end
-  return ids
-end
-local function postings_of(key)   -- how many ids a posting key holds
-  local ids = postings[key]
-  if ids and #ids < cap then return #ids end
-  return redis.call('ZCARD', key)
-end
--- Ids under ``keys`` sharing at least ``floor`` of them, most shared first (ties: first
--- seen), with their counts.
-local function ranked(keys, floor)
-  local hits, first, out = {}, {}, {}
-  for _, key in ipairs(keys) do
-    for _, id in ipairs(newest(key)) do
-      local c = hits[id]
-      if c == nil then first[#first + 1] = id; hits[id] = 1 else hits[id] = c + 1 end
-    end
-  end
-  local pos = {}
-  for j, id in ipairs(first) do
-    pos[id] = j
-    if hits[id] >= floor then out[#out + 1] = id end
-  end
-  table.sort(out, function(a, b)
-    return hits[a] > hits[b] or (hits[a] == hits[b] and pos[a] < pos[b]) end)
-  return out, hits
-end
+def lua_constants() -> str:
+    """``local NAME = value`` lines for every constant the scripts share with Python: the
+    record layout (:data:`~mailfilter.store.LAYOUT`: ``HEADER``, ``O_<FIELD>`` offsets,
+    ``W_<SECTION>`` widths) and the store's limits."""
+    values: dict[str, int] = {"HEADER": LAYOUT.header}
+    for name, (offset, _width) in LAYOUT.fields.items():
+        values[f"O_{name.upper()}"] = offset
+    values.update(W_SKETCH=LAYOUT.sketch_width, W_CHUNK=LAYOUT.chunk_width,
+                  W_CHUNK_DIGEST=LAYOUT.chunk_digest_width, W_RECIPIENT=LAYOUT.recipient_width,
+                  RECIPIENTS_MAX=LAYOUT.recipients_max, KEEP_POSTINGS=KEEP_POSTINGS,
+                  NEWEST_EXACT=NEWEST_EXACT)
+    return "".join(f"local {name} = {value}\n" for name, value in values.items())
 
-local mids = mkey ~= '' and redis.call('ZREVRANGE', base .. 'm' .. mkey, 0, NEWEST - 1) or {}
-local dids = redis.call('ZREVRANGE', base .. 'g' .. digest, 0, NEWEST - 1)
 
-local close, wsize, diffs = {}, 0, {}
-if window > 0 then
-  local hb = {byte(hist, 1, 36)}
-  for s = math.max(0, hsum - window), hsum + window do
-    local members = redis.call('ZRANGE', base .. 'h' .. s, 0, -1)
-    wsize = wsize + #members
-    for _, m in ipairs(members) do
-      local diff = 0
-      for j = 1, 36 do
-        if byte(m, j) ~= hb[j] then
-          diff = diff + 1
-          if diff > maxpos then break end
-        end
-      end
-      if diff <= maxpos then
-        local id = sub(m, 37)
-        if diffs[id] == nil or diff < diffs[id] then
-          if diffs[id] == nil then close[#close + 1] = id end
-          diffs[id] = diff
-        end
-      end
-    end
-  end
-  -- Closest first, then oldest (ids grow with time), as LMDB.
-  local num = {}
-  for _, id in ipairs(close) do num[id] = tonumber(id) end
-  table.sort(close, function(a, b)
-    return diffs[a] < diffs[b] or (diffs[a] == diffs[b] and num[a] < num[b]) end)
-end
+def _script(*parts: str, no_writes: bool = False) -> str:
+    """One script: the constants, common.lua, then ``parts`` (file names without .lua)."""
+    folder = resources.files(__package__)
+    text = lua_constants() + "".join(folder.joinpath(f"{name}.lua").read_text(encoding="utf-8")
+                                     for name in ("common", *parts))
+    return ("#!lua flags=no-writes\n" if no_writes else "") + text
 
--- Sketch postings.  One EXISTS first: a candidate must share min_shared hashes, so when
--- fewer of the message's posting keys exist (a new message, mostly), none is read.
-local key_of = {}
-for j, h in ipairs(sketch) do key_of[h] = skeys[j] end
-local existing = #skeys > 0 and redis.call('EXISTS', unpack(skeys)) or 0
-local tail = nil
-local function tail_hashes()
-  if tail == nil then tail = split(ARGV[13], SW) end
-  return tail
-end
-local counts = {}   -- tail hash -> postings, where known
-local shingles, shits = {}, {}
-if existing >= min_shared then
-  -- Indexed last-line hashes that many records share are boilerplate: not looked up.
-  local common = {}
-  for _, h in ipairs(tail_hashes()) do
-    local key = key_of[h]
-    if key then
-      newest(key)
-      counts[h] = postings_of(key)
-      if counts[h] >= common_n then common[h] = true end
-    end
-  end
-  local index = {}
-  for j, h in ipairs(sketch) do if not common[h] then index[#index + 1] = skeys[j] end end
-  if #index == 0 then index = skeys end
-  shingles, shits = ranked(index, min_shared)
-end
-local chunks, chits = {}, {}
-if #ckeys > 0 and redis.call('EXISTS', unpack(ckeys)) > 0 then chunks, chits = ranked(ckeys, 1) end
 
--- The candidates' records: one MGET (another only if dead ids leave a list short).
-local docs, order, ordered = {}, {}, {}
-local function fetch(ids, from, n)
-  local keys, pending = {}, {}
-  for j = from, math.min(#ids, from + n - 1) do
-    local id = ids[j]
-    if docs[id] == nil then
-      docs[id] = false
-      pending[#pending + 1] = id
-      keys[#keys + 1] = base .. 'd' .. id
-    end
-  end
-  if #keys == 0 then return end
-  local got = redis.call('MGET', unpack(keys))
-  for j, id in ipairs(pending) do if got[j] then docs[id] = got[j] end end
-end
-local wanted = {}
-for _, list in ipairs({mids, dids}) do for _, id in ipairs(list) do wanted[#wanted + 1] = id end end
-for _, pair in ipairs({{close, hmax}, {shingles, maxc}, {chunks, maxc}}) do
-  local list = pair[1]
-  for j = 1, math.min(#list, pair[2]) do wanted[#wanted + 1] = list[j] end
-end
-fetch(wanted, 1, #wanted)
-local function keep(id)
-  if not ordered[id] then ordered[id] = true; order[#order + 1] = id end
-end
-local function emit_ids(out, ids)
-  local kept = {}
-  for _, id in ipairs(ids) do if docs[id] then kept[#kept + 1] = id; keep(id) end end
-  out[#out + 1] = #kept
-  for _, id in ipairs(kept) do out[#out + 1] = id end
-end
-local function emit_ranked(out, ids, score, most)
-  local kept, j = {}, 1
-  while #kept < most and j <= #ids do
-    if docs[ids[j]] == nil then fetch(ids, j, most - #kept) end
-    if docs[ids[j]] then kept[#kept + 1] = ids[j]; keep(ids[j]) end
-    j = j + 1
-  end
-  out[#out + 1] = #kept
-  for _, id in ipairs(kept) do out[#out + 1] = id; out[#out + 1] = score[id] end
-end
-local out, found = {}, {}
-emit_ids(out, mids)
-emit_ids(out, dids)
-out[#out + 1] = wsize
-emit_ranked(out, close, diffs, hmax)
-emit_ranked(found, shingles, shits, maxc)
-emit_ranked(found, chunks, chits, maxc)
--- Posting counts of the last-line hashes: only worth reading when records are compared.
-out[#out + 1] = ntail
-if #order == 0 and not all_tails then
-  for _ = 1, ntail do out[#out + 1] = 0 end
-else
-  local others = {}
-  for _, h in ipairs(tail_hashes()) do
-    if not key_of[h] then others[#others + 1] = base .. 's' .. h end
-  end
-  local any_other = #others > 0 and redis.call('EXISTS', unpack(others)) > 0
-  for _, h in ipairs(tail_hashes()) do
-    local n = counts[h]
-    if n == nil then
-      n = 0
-      if key_of[h] then
-        if existing > 0 then n = postings_of(key_of[h]) end
-      elseif any_other then
-        n = redis.call('ZCARD', base .. 's' .. h)
-      end
-    end
-    out[#out + 1] = n
-  end
-end
-for _, v in ipairs(found) do out[#out + 1] = v end
-"""
-_LOOKUP_REPLY = r"""
-out[#out + 1] = #order
-for _, id in ipairs(order) do out[#out + 1] = id; out[#out + 1] = docs[id] end
-"""
-
-# ARGV: params id, retention seconds, index size, partitions, this partition, then ops:
-#   c FIELD | t ID WHEN RECIPIENTS | a RECORD | f ID
-# Reply: {1 if the partition's parameter key was (re)created else 0, one result per op}.
-# The write functions; they need ``params``, ``ret``, ``index_size``, ``parts``, ``part``.
-_WRITE_FUNCTIONS = r"""
-local function bind_parameters()
-  local have = redis.call('GET', base .. 'p')
-  if not have then
-    redis.call('SET', base .. 'p', params)
-    return 1
-  elseif have ~= params then
-    return redis.error_reply('DUPFILTER-MISMATCH ' .. have)
-  end
-  return 0
-end
-
-local function entries(data)
-  local keys = {base .. 'g' .. sub(data, O_DIGEST + 1, O_DIGEST + 16)}
-  local mkey = sub(data, O_MSGID + 1, O_MSGID + 16)
-  if mkey ~= ZERO16 then keys[#keys + 1] = base .. 'm' .. mkey end
-  local ns, nc = u16(data, O_NS), u16(data, O_NC)
-  for j = 0, math.min(ns, index_size) - 1 do
-    keys[#keys + 1] = base .. 's' .. sub(data, HEADER + j * SW + 1, HEADER + (j + 1) * SW)
-  end
-  local coff = HEADER + ns * SW
-  for j = 0, nc - 1 do
-    keys[#keys + 1] = base .. 'k' .. sub(data, coff + j * CW + 1, coff + j * CW + 8)
-  end
-  return keys, base .. 'h' .. u16(data, O_SUM), sub(data, O_HIST + 1, O_HIST + 36)
-end
-
--- Postings keep their newest KEEP ids (older ones point at expired records or are never
--- read); the sum window and the time index, which are read whole, are trimmed by time.
--- The trims run for one record in 16 (a list holds about KEEP + 16 ids at most; the time
--- trims leave a few expired entries a little longer, which every reader skips anyway).
--- Expiry is PEXPIREAT of one absolute time per script: cheaper than EXPIRE, which Redis
--- rewrites into PEXPIREAT for every call.
-local expire_ms = nil
-local function expire(key)
-  if expire_ms == nil then
-    local t = redis.call('TIME')
-    expire_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ret * 1000
-  end
-  redis.call('PEXPIREAT', key, expire_ms)
-end
-
-local function index_all(id, data, when)
-  local keys, sum_key, hist = entries(data)
-  local trim = math.floor(tonumber(id) / parts) % 16 == 0
-  for _, key in ipairs(keys) do
-    redis.call('ZADD', key, when, id)
-    if trim then redis.call('ZREMRANGEBYRANK', key, 0, -KEEP - 1) end
-    expire(key)
-  end
-  for _, pair in ipairs({{sum_key, hist .. id}, {base .. 't', id}}) do
-    redis.call('ZADD', pair[1], when, pair[2])
-    if trim then redis.call('ZREMRANGEBYSCORE', pair[1], '-inf', '(' .. (when - ret)) end
-    expire(pair[1])
-  end
-end
-
-local function recipients_of(data)
-  local roff = HEADER + u16(data, O_NS) * SW + u16(data, O_NC) * CW
-  return roff, u16(data, O_NR)
-end
-
-local function touch(id, when, recips)
-  local key = base .. 'd' .. id
-  local data = redis.call('GET', key)
-  if not data then return 0 end
-  local last = math.max(u32(data, O_LAST), when)
-  data = sub(data, 1, O_LAST) .. p32(last) .. p32(u32(data, O_SEEN) + 1) .. sub(data, O_SEEN + 5)
-  local roff, nr = recipients_of(data)
-  local known, list, added = {}, {}, false
-  for j = 0, nr - 1 do
-    local r = sub(data, roff + j * RW + 1, roff + (j + 1) * RW)
-    known[r] = true
-    list[#list + 1] = r
-  end
-  for j = 0, #recips / RW - 1 do
-    local r = sub(recips, j * RW + 1, (j + 1) * RW)
-    if not known[r] then known[r] = true; list[#list + 1] = r; added = true end
-  end
-  if added then
-    while #list > MAXR do table.remove(list, 1) end
-    data = sub(data, 1, O_NR) .. p16(#list) .. sub(data, O_NR + 3, roff) .. table.concat(list)
-           .. sub(data, roff + nr * RW + 1)
-  end
-  redis.call('SET', key, data, 'EX', ret)
-  index_all(id, data, last)
-  return 1
-end
-
-local function has_content(data) return u32(data, O_WORDS) > 0 or u16(data, O_NC) > 0 end
-
-local function add(data)
-  local when = u32(data, O_LAST)
-  if has_content(data) then
-    local digest = sub(data, O_DIGEST + 1, O_DIGEST + 16)
-    for _, id in ipairs(redis.call('ZREVRANGE', base .. 'g' .. digest, 0, NEWEST - 1)) do
-      local old = redis.call('GET', base .. 'd' .. id)
-      if old and has_content(old) then
-        local roff, nr = recipients_of(data)
-        touch(id, when, sub(data, roff + 1, roff + nr * RW))
-        return tonumber(id)
-      end
-    end
-  end
-  local id = redis.call('INCR', base .. 'n') * parts + part
-  redis.call('SET', base .. 'd' .. id, data, 'EX', ret)
-  index_all(id, data, when)
-  return id
-end
-
-local function forget(id)
-  local key = base .. 'd' .. id
-  local data = redis.call('GET', key)
-  if not data then return 0 end
-  local keys, sum_key, hist = entries(data)
-  for _, k in ipairs(keys) do redis.call('ZREM', k, id) end
-  redis.call('ZREM', sum_key, hist .. id)
-  redis.call('ZREM', base .. 't', id)
-  redis.call('DEL', key)
-  return 1
-end
-
-"""
-_WRITE_OPS = r"""
-local params, ret, index_size = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local parts, part = tonumber(ARGV[4]), tonumber(ARGV[5])
-""" + _WRITE_FUNCTIONS + r"""
-local created = bind_parameters()
-if type(created) == 'table' then return created end
-local out, at = {created}, 6
-while at <= #ARGV do
-  local op = ARGV[at]
-  if op == 'c' then
-    redis.call('HINCRBY', base .. 'c', ARGV[at + 1], 1)
-    out[#out + 1] = 0
-    at = at + 2
-  elseif op == 't' then
-    out[#out + 1] = touch(ARGV[at + 1], tonumber(ARGV[at + 2]), ARGV[at + 3])
-    at = at + 4
-  elseif op == 'a' then
-    out[#out + 1] = add(ARGV[at + 1])
-    at = at + 2
-  elseif op == 'f' then
-    out[#out + 1] = forget(ARGV[at + 1])
-    at = at + 2
-  else
-    return redis.error_reply('DUPFILTER-BADOP ' .. tostring(op))
-  end
-end
-return out
-"""
-
-_LOOKUP = "#!lua flags=no-writes\n" + _PRELUDE + _LOOKUP_BODY + _LOOKUP_REPLY + "return out\n"
-_WRITE = _PRELUDE + _WRITE_OPS
-
-# The lookup's ARGV, then: retention, index size, partitions, partition, counter field and
-# a record.  When the lookup found no record at all (so the verdict can only be "unique"),
-# the record is added and the verdict counted in the same script: one round trip for a new
-# message.  The reply is the lookup's plus the new id (0: nothing was added).
-_LOOKUP_ADD = _PRELUDE + _LOOKUP_BODY + r"""
-local ret, index_size = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
-local parts, part, field, record = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]),
-  ARGV[at + 4], ARGV[at + 5]
-local params = ARGV[1]
-""" + _WRITE_FUNCTIONS + r"""
-local added = 0
-if #order == 0 then
-  local bound = bind_parameters()
-  if type(bound) == 'table' then return bound end
-  redis.call('HINCRBY', base .. 'c', field, 1)
-  added = add(record)
-  if bound == 1 then added = -added end
-end
-""" + _LOOKUP_REPLY + r"""
-out[#out + 1] = added
-return out
-"""
+_SCRIPTS = {"lookup": lambda: _script("find", "lookup", no_writes=True),
+            "write": lambda: _script("store", "write"),
+            "lookup_add": lambda: _script("find", "store", "lookup_add")}
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -659,8 +213,9 @@ class RedisStore:
         self.index_size = int(parameters.get("index_size", 1 << 30))  # type: ignore[arg-type]
         self.parameters = parameters
         self._parameters_json = json.dumps(parameters, sort_keys=True)
+        # (The "1:" names the scheme of this id, not the record schema.)
         self.parameters_id = xxhash.xxh3_64_hexdigest(
-            f"{SCHEMA_VERSION}:{self._parameters_json}".encode()).encode()
+            f"1:{self._parameters_json}".encode()).encode()
         self._local = threading.local()
         self._connections: list[Any] = []    # each thread's own (see _round)
         self._connections_lock = threading.Lock()
@@ -668,8 +223,7 @@ class RedisStore:
         self.cluster = False
         self.client = self._connect(url, timeout)
         self._scripts = {name: (source, hashlib.sha1(source.encode()).hexdigest())
-                         for name, source in (("lookup", _LOOKUP), ("write", _WRITE),
-                                              ("lookup_add", _LOOKUP_ADD))}
+                         for name, source in ((name, make()) for name, make in _SCRIPTS.items())}
         try:
             self._bind(options, create)
         except BaseException:
@@ -736,9 +290,9 @@ class RedisStore:
         except (ValueError, KeyError, TypeError):
             raise StoreError(f"{self.location}: key {meta_key.decode()} is not a dupfilter "
                              "store's meta record") from None
-        if schema != SCHEMA_VERSION:
+        if schema not in READABLE_VERSIONS:
             raise StoreMismatch(f"store {self.location} has schema {schema}; this "
-                                f"dupfilter reads schema {SCHEMA_VERSION}")
+                                f"dupfilter reads schemas {sorted(READABLE_VERSIONS)}")
         wanted = json.loads(self._parameters_json)
         if have != wanted:
             differ = sorted(k for k in set(have) | set(wanted) if have.get(k) != wanted.get(k))
@@ -843,13 +397,13 @@ class RedisStore:
     # -- lookup ----------------------------------------------------------------------------
 
     def _pack_hash(self, value: int) -> bytes:
-        return value.to_bytes(_LAYOUT.sketch_width, "big")
+        return value.to_bytes(LAYOUT.sketch_width, "big")
 
     def _lookup_args(self, probe: Probe) -> list[Any]:
         parts = len(self.partitions)
         common_postings = probe.common_postings
         # Hashes travel as one string per list (fewer arguments to pack and to convert).
-        width = _LAYOUT.sketch_width
+        width = LAYOUT.sketch_width
         return [
             self.parameters_id, probe.message_id_key or b"", probe.digest, probe.histogram,
             probe.histogram_sum, probe.histogram_window, probe.histogram_max_positions,
@@ -1025,7 +579,7 @@ class RedisStore:
 
     def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None:
         """Count one more sighting, move it to ``when``, add recipients, refresh the TTLs."""
-        packed = b"".join(r.to_bytes(_LAYOUT.recipient_width, "big") for r in recipients)
+        packed = b"".join(r.to_bytes(LAYOUT.recipient_width, "big") for r in recipients)
         self._submit(_Op(self._partition_of_id(doc_id), ("t", doc_id, int(when), packed)))
 
     def count_verdict(self, verdict: str, when: int) -> None:
