@@ -420,12 +420,17 @@ class RedisStore:
         tail_counts = [0] * len(probe.tail_hashes)
         for reply in replies:
             self._parse_lookup(reply, result, tail_counts)
-        if probe.tail_hashes:
+        if len(self.partitions) > 1:
+            self._trim(result, probe.max_candidates, probe.histogram_limit)
+        if probe.sketch:
+            sketch = frozenset(probe.sketch)
+            result.sharing = frozenset(doc_id for doc_id, record in result.records.items()
+                                       if not sketch.isdisjoint(record.sketch))
+        # Boilerplate only matters for records sharing a sketch hash (as LMDB leaves it).
+        if probe.tail_hashes and (result.sharing is None or result.sharing):
             result.common = frozenset(v for v, n in zip(probe.tail_hashes, tail_counts,
                                                         strict=True)
                                       if n >= probe.common_postings)
-        if len(self.partitions) > 1:
-            self._trim(result, probe.max_candidates, probe.histogram_limit)
         return result
 
     def lookup(self, probe: Probe) -> Candidates:
