@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import random
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -38,26 +39,25 @@ def test_other_detector_settings_share_the_store(url: str, settings: Settings) -
     second.close()
 
 
-def test_ttl_is_the_retention_and_touch_refreshes_it(redis_url: str, settings: Settings,
-                                                     redis_server: RedisServer) -> None:
+def test_ttl_is_the_retention_and_writes_refresh_it(redis_url: str, settings: Settings,
+                                                    redis_server: RedisServer) -> None:
     settings.store.retention = "2h"
     with Engine(settings, redis_url) as engine:
         engine.check(make_message(paragraph_text(40), message_id="<t@x>"))
         assert engine.store.prune(before=2**31) == 0
     with redis_server.client() as client:
-        keys = [k for k in client.keys("dupfilter:*") if k != b"dupfilter:meta"]
-        expiring = {k: client.ttl(k) for k in keys}
-        persistent = {k for k, ttl in expiring.items() if ttl == -1}
-        # Only the parameters, the id counter and the verdict counts stay.
-        assert {k[-1:] for k in persistent} == {b"p", b"n", b"c"}
-        ttls = [ttl for ttl in expiring.values() if ttl != -1]
-        assert len(ttls) >= 24 and all(7190 <= ttl <= 7200 for ttl in ttls)
-        for key in keys:
-            if key not in persistent:
-                client.expire(key, 60)
+        keys = sorted(client.keys("dupfilter:*"))
+        # The meta key and the partition's counters stay; its one segment (records and
+        # postings) and its time index expire one retention after their last write.
+        assert keys == [b"dupfilter:meta", b"dupfilter:{0}c", b"dupfilter:{0}t",
+                        b"dupfilter:{0}x1"]
+        assert client.ttl(keys[0]) == client.ttl(keys[1]) == -1
+        assert all(7190 <= client.ttl(k) <= 7200 for k in keys[2:])
+        for key in keys[2:]:
+            client.expire(key, 60)
         with Engine(settings, redis_url) as engine:
-            engine.check(make_message(paragraph_text(40), message_id="<t2@x>"))
-        assert all(7190 <= client.ttl(k) <= 7200 for k in keys if k not in persistent)
+            engine.check(make_message(paragraph_text(40), message_id="<t2@x>"))  # a touch
+        assert all(7190 <= client.ttl(k) <= 7200 for k in keys[2:])
 
 
 def test_expired_records_are_gone(redis_url: str, settings: Settings,
@@ -65,11 +65,12 @@ def test_expired_records_are_gone(redis_url: str, settings: Settings,
     with Engine(settings, redis_url) as engine:
         engine.check(make_message(paragraph_text(41), message_id="<gone@x>"))
         with redis_server.client() as client:
-            for key in client.keys(b"dupfilter:{0}d*"):
+            for key in client.keys(b"dupfilter:{0}x*"):
                 client.delete(key)  # as the TTL would
         again = engine.check(make_message(paragraph_text(41), message_id="<gone@x>"))
         assert again.verdict == "unique" and not again.evidence
         assert engine.store.verify() == []
+        assert engine.store.stats()["segments"] == 1
 
 
 def test_add_is_idempotent_by_digest(url: str, settings: Settings) -> None:
@@ -198,7 +199,9 @@ def test_cluster_spreads_records_over_every_node(cluster_url: str, settings: Set
         assert store.verify() == []
     for node in redis_cluster.nodes:
         with node.client() as client:
-            assert client.dbsize() > 100, f"node {node.port} holds almost nothing"
+            segments = [k for k in client.keys("dupfilter:{*}x*")]
+            assert len(segments) == 1 and client.hlen(segments[0]) > 100, \
+                f"node {node.port} holds almost nothing"
 
 
 def test_cluster_attachments_and_forget(cluster_url: str, settings: Settings) -> None:
@@ -234,13 +237,15 @@ def test_verify_finds_damage(redis_url: str, settings: Settings,
         for seed in range(5):
             engine.check(make_message(paragraph_text(400 + seed), message_id=f"<v{seed}@x>"))
         with redis_server.client() as client:
-            shingle_key = next(iter(client.scan_iter(match=b"dupfilter:{0}s*")))
-            client.delete(shingle_key)
-            doc_key = next(iter(client.scan_iter(match=b"dupfilter:{0}d*")))
-            client.persist(doc_key)
+            segment = b"dupfilter:{0}x1"
+            sketch_field = next(f for f in client.hkeys(segment) if f[:1] == b"s")
+            client.hdel(segment, sketch_field)
+            client.hset(segment, b"g\x00\x00\x07", b"\x01" * 16 + (999).to_bytes(5, "big"))
+            client.persist(segment)
         problems = engine.store.verify()
-        assert any("lacks its index entry" in p for p in problems)
-        assert any("has TTL -1" in p for p in problems)
+        assert any("lacks its posting s:" in p for p in problems)
+        assert any("posting g:" + "01" * 16 + " → 999 has no record" in p for p in problems)
+        assert any("TTL -1" in p for p in problems)
 
 
 def test_bad_partition_count_is_a_store_error(redis_url: str, settings: Settings) -> None:
@@ -279,3 +284,71 @@ def test_a_schema_1_store_opens_and_checks_fine(redis_url: str, settings: Settin
         assert stats["verdicts_per_day"][1_700_000_000 // 86400 * 86400] == {
             "unique": 5, "duplicate": 1, "near-duplicate": 1}
     assert isinstance(found["<edit@x>"], Record)
+
+
+def _changed_keys(client: redis.Redis, action) -> set[bytes]:  # noqa: ANN001
+    """The keys ``action`` wrote: created, changed or deleted (by their DUMP)."""
+    before = {key: client.dump(key) for key in client.keys("*")}
+    action()
+    after = {key: client.dump(key) for key in client.keys("*")}
+    return {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+
+
+def test_a_new_record_writes_at_most_four_keys(redis_url: str, settings: Settings,
+                                               redis_server: RedisServer) -> None:
+    """Its record and every posting go into one segment hash; the id counter and the day's
+    verdict count into the partition's hash; its time into the time index: 3 keys, whether
+    it was recorded by the check itself (lookup_or_add) or afterwards (the write script)."""
+    with Engine(settings, redis_url) as engine, redis_server.client() as client:
+        engine.check(make_message(paragraph_text(600), message_id="<first@x>"))
+        written = _changed_keys(client, lambda: engine.check(
+            make_message(paragraph_text(601), message_id="<new@x>")))
+        assert written == {b"dupfilter:{0}c", b"dupfilter:{0}t", b"dupfilter:{0}x1"}
+        verdict = engine.check(make_message(paragraph_text(602), message_id="<later@x>"),
+                               record=False)
+        assert verdict.verdict == "unique"
+        written = _changed_keys(client, lambda: engine.record(verdict))
+        assert written == {b"dupfilter:{0}c", b"dupfilter:{0}t", b"dupfilter:{0}x1"}
+        assert engine.store.verify() == []
+
+
+def test_segments_roll_by_size_and_time_and_records_move_with_their_postings(
+        redis_url: str, settings: Settings, redis_server: RedisServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments sized for 16 records (then 64, 256...): a lookup reads them all, a record
+    seen again moves to the newest with its postings, and an expired segment takes its
+    records (and their postings) with it."""
+    import mailfilter.store.redis as redis_store
+    monkeypatch.setattr(redis_store, "SEGMENT_RECORDS_MIN", 16)
+    settings.store.retention = "8s"   # segments of 2 seconds
+    texts = [paragraph_text(700 + n, count=150) for n in range(100)]
+    with Engine(settings, redis_url) as engine, redis_server.client() as client:
+        for n, text in enumerate(texts):
+            engine.check(make_message(text, message_id=f"<s{n}@x>"))
+        assert engine.store.stats()["segments"] >= 3
+        first = client.hgetall(b"dupfilter:{0}x1")
+        assert sum(1 for name in first if name[:1] == b"d") == 17
+        for n in (0, 5, 60, 99):   # found again in whichever segment they are
+            copy = engine.check(make_message(texts[n], message_id=f"<again{n}@x>"))
+            assert copy.verdict == "duplicate" and copy.match.message_id == f"<s{n}@x>"
+            edited = texts[n].replace(" ", "  ", 4) + "\nAnd one more line.\n"
+            near = engine.check(make_message(edited, message_id=f"<near{n}@x>"), record=False)
+            assert near.verdict == "near-duplicate"
+        # The records seen again are in the newest segment now, their postings with them.
+        newest = max(client.keys(b"dupfilter:{0}x*"), key=lambda k: int(k.rsplit(b"x", 1)[1]))
+        moved = {Record.decode(0, v).message_id for k, v in client.hgetall(newest).items()
+                 if k[:1] == b"d"}
+        assert {"<s0@x>", "<s5@x>", "<s60@x>"} <= moved
+        assert b"d" + (1).to_bytes(5, "big") not in client.hkeys(b"dupfilter:{0}x1")
+        assert engine.store.verify() == []
+        # Time: a new segment after 2 seconds; the first segments expire whole.
+        time.sleep(2.1)
+        engine.check(make_message(paragraph_text(850), message_id="<late@x>"))
+        assert engine.store.stats()["segments"] >= 4
+        client.delete(b"dupfilter:{0}x1")   # as its TTL would
+        gone = engine.check(make_message(texts[1], message_id="<gone@x>"), record=False)
+        assert gone.verdict == "unique"
+        kept = engine.check(make_message(texts[0], message_id="<kept@x>"), record=False)
+        assert kept.verdict == "duplicate"
+        assert engine.store.verify() == []
+        assert engine.store.get(engine.store.find_message_id("<s0@x>")[0]).seen == 2

@@ -327,7 +327,11 @@ def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> Non
                   sketch_index=(), min_shared=1, chunk_index=(), posting_cap=48,
                   max_candidates=6)
     found = engine.store.lookup(probe)
-    assert found.histogram_window_size == len(records)
+    # Compared: the records equal to the message in a group of bins (bin i in group i mod 3),
+    # not all 609 records of the sum window.
+    sharing_a_group = [r for r in records if any(
+        r.histogram[g::3] == bytes(base)[g::3] for g in range(3))]
+    assert 9 <= found.histogram_window_size == len(sharing_a_group) < 30
     assert list(found.by_histogram.values()) == [0, 1, 1, 1, 2, 2]
     assert [kind_of[i] for i in found.by_histogram] == ["same", "one", "one", "one", "two",
                                                        "two"]
@@ -339,6 +343,45 @@ def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> Non
     assert set(fewer.records) == set(fewer.by_histogram)
     ones = sorted(i for i in ids if kind_of[i] == "one")
     assert [i for i in fewer.by_histogram if kind_of[i] == "one"] == ones[:2]
+    # A rule allowing 3 positions is more than the groups can promise: the whole window is
+    # compared (and 1 position fewer finds only the nearer ones).
+    wider = engine.store.lookup(dataclasses.replace(probe, histogram_max_positions=3,
+                                                    max_candidates=20))
+    assert wider.histogram_window_size == len(records)
+    assert list(wider.by_histogram.values())[:6] == [0, 1, 1, 1, 2, 2]
+    assert all(kind_of[i] == "far" for i, p in wider.by_histogram.items() if p == 3)
+    nearer = engine.store.lookup(dataclasses.replace(probe, histogram_max_positions=1))
+    assert list(nearer.by_histogram.values()) == [0, 1, 1, 1]
+
+
+@every_backend
+def test_histogram_index_finds_every_match_of_the_rule(store: Store) -> None:
+    """Against a brute-force reading of the rule (sums within the window, at most
+    ``max_positions`` differing bins): every match is found, at every window and limit."""
+    rng = random.Random(11)
+    base = [rng.randrange(0, 60) for _ in range(36)]
+    stored = []
+    for number in range(400):
+        bins = list(base)
+        for position in rng.sample(range(36), rng.choice([0, 1, 2, 2, 3, 3, 4, 6])):
+            bins[position] = max(0, bins[position] + rng.choice([-2, -1, 1, 2]))
+        stored.append(sample_record(number, histogram=bytes(bins), histogram_sum=sum(bins),
+                                    digest=rng.randbytes(16), chunks=(), sketch=()))
+    ids = [store.add(r) for r in stored]
+    for _ in range(60):
+        bins = list(base)
+        for position in rng.sample(range(36), rng.choice([0, 1, 2, 3])):
+            bins[position] = max(0, bins[position] + rng.choice([-1, 1]))
+        window, positions = rng.choice([1, 2, 3]), rng.choice([0, 1, 2, 3, 4])
+        probe = Probe(message_id_key=None, digest=bytes(16), histogram=bytes(bins),
+                      histogram_sum=sum(bins), histogram_window=window,
+                      histogram_max_positions=positions, sketch_index=(), min_shared=1,
+                      chunk_index=(), posting_cap=48, max_candidates=1000)
+        expected = {doc_id: sum(a != b for a, b in zip(r.histogram, bins, strict=True))
+                    for doc_id, r in zip(ids, stored, strict=True)
+                    if abs(r.histogram_sum - sum(bins)) <= window}
+        expected = {i: p for i, p in expected.items() if p <= positions}
+        assert store.lookup(probe).by_histogram == expected
 
 
 def test_a_schema_1_store_opens_and_checks_fine(tmp_path: Path, settings: Settings) -> None:

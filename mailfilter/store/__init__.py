@@ -85,6 +85,52 @@ def _layout() -> RecordLayout:
 
 LAYOUT = _layout()
 
+# -- the histogram index -------------------------------------------------------------------
+#
+# Seed 000's rule matches a stored histogram whose sum is within ±window of the message's
+# and which differs in at most ``histogram_max_positions`` of the 36 bins.  The bins are
+# split into HISTOGRAM_GROUPS groups (bin i in group i mod 3); two histograms that differ in
+# at most 2 bins are equal in at least one group, so indexing a record under (group, sum,
+# the group's 12 bins) for every group, and looking up the message's keys for every sum in
+# the window, finds every record the rule can match, and few others: the entries compared
+# are the records equal to the message in a third of its bins, not every record whose sum
+# is near (a number that grows with the store).  Above 2 positions the index cannot promise
+# that; stores then read the whole sum window.
+HISTOGRAM_GROUPS = 3
+# (A Redis store files a key by its number modulo this prime, which its Lua computes too.)
+HISTOGRAM_PRIME = 2_147_483_647
+
+
+def histogram_key(group: int, histogram_sum: int, histogram: bytes) -> bytes:
+    """The index key of ``histogram`` in ``group``: the group (1 byte), the sum (2 bytes,
+    at most 65535) and the group's bins."""
+    return bytes((group,)) + min(histogram_sum, 0xFFFF).to_bytes(2, "big") \
+        + histogram[group::HISTOGRAM_GROUPS]
+
+
+def histogram_keys(histogram: bytes, histogram_sum: int) -> list[bytes]:
+    """A record's keys in the histogram index, one per group."""
+    return [histogram_key(group, histogram_sum, histogram) for group in range(HISTOGRAM_GROUPS)]
+
+
+def histogram_probe_sums(histogram_sum: int, window: int) -> range:
+    """The sums a lookup reads: ±``window`` around ``histogram_sum`` within 0..65535."""
+    return range(max(0, histogram_sum - window), min(0xFFFF, histogram_sum + window) + 1)
+
+
+def histogram_probe_keys(histogram: bytes, histogram_sum: int, window: int) -> list[bytes]:
+    """The keys a lookup reads, sum by sum, then group by group (usable when the rule
+    allows at most ``HISTOGRAM_GROUPS - 1`` differing positions)."""
+    groups = [histogram[group::HISTOGRAM_GROUPS] for group in range(HISTOGRAM_GROUPS)]
+    return [bytes((group,)) + value.to_bytes(2, "big") + groups[group]
+            for value in histogram_probe_sums(histogram_sum, window)
+            for group in range(HISTOGRAM_GROUPS)]
+
+
+def histogram_key_number(key: bytes) -> int:
+    """The number a Redis store files ``key`` under (``group_number`` in its Lua)."""
+    return int.from_bytes(key, "big") % HISTOGRAM_PRIME
+
 
 class StoreError(RuntimeError):
     """The store cannot be used; the message is meant for the postmaster as it is."""

@@ -61,6 +61,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import xxhash
 
 from mailfilter.store import (
+    HISTOGRAM_GROUPS,
+    HISTOGRAM_PRIME,
     LAYOUT,
     NEWEST_EXACT,
     READABLE_VERSIONS,
@@ -70,6 +72,9 @@ from mailfilter.store import (
     Record,
     StoreError,
     StoreMismatch,
+    histogram_key_number,
+    histogram_keys,
+    histogram_probe_keys,
     message_id_key,
 )
 
@@ -88,7 +93,32 @@ except ImportError:  # pragma: no cover - reported when a redis:// store is open
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-KEEP_POSTINGS = 1000   # newest ids kept per shingle/chunk hash (a footer must not grow forever)
+KEEP_POSTINGS = 1000   # newest ids kept per key in a segment (a footer must not grow forever)
+# A segment is written for at most a quarter of the retention, so records live between one
+# and 1.25 retention periods, and a lookup reads about five segments.
+SEGMENTS_PER_RETENTION = 4
+# A segment sized for this many records at first; its field count grows with the records it
+# is expected to hold so that a field keeps about ENTRIES_PER_FIELD postings of one kind.
+SEGMENT_RECORDS_MIN = 8192
+ENTRIES_PER_FIELD = 32
+SEGMENT_BITS_MIN, SEGMENT_BITS_MAX = 8, 24
+ID_WIDTH = 5           # bytes of a record id in posting entries and record fields
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """A kind of posting: how many bytes its keys have, and how many bits fewer than a
+    segment's width its field numbers have (kinds with fewer postings per record get fewer
+    fields, so that each holds about as many entries)."""
+
+    key_width: int
+    shift: int
+
+
+# s: sketch hash, g: body digest, m: Message-ID key, k: attachment chunk digest, h: a
+# histogram group key's number (see mailfilter.store.histogram_keys), H: histogram sum.
+KINDS = {"s": _Kind(LAYOUT.sketch_width, 0), "g": _Kind(16, 5), "m": _Kind(16, 5),
+         "k": _Kind(LAYOUT.chunk_digest_width, 5), "h": _Kind(4, 3), "H": _Kind(2, 5)}
 _SLOTS = 16384
 _BATCH = 500
 _MISMATCH = "DUPFILTER-MISMATCH"
@@ -114,8 +144,17 @@ def lua_constants() -> str:
     values.update(W_SKETCH=LAYOUT.sketch_width, W_CHUNK=LAYOUT.chunk_width,
                   W_CHUNK_DIGEST=LAYOUT.chunk_digest_width, W_RECIPIENT=LAYOUT.recipient_width,
                   RECIPIENTS_MAX=LAYOUT.recipients_max, KEEP_POSTINGS=KEEP_POSTINGS,
-                  NEWEST_EXACT=NEWEST_EXACT)
-    return "".join(f"local {name} = {value}\n" for name, value in values.items())
+                  NEWEST_EXACT=NEWEST_EXACT, SEGMENT_RECORDS_MIN=SEGMENT_RECORDS_MIN,
+                  ENTRIES_PER_FIELD=ENTRIES_PER_FIELD, SEGMENT_BITS_MIN=SEGMENT_BITS_MIN,
+                  SEGMENT_BITS_MAX=SEGMENT_BITS_MAX, HISTOGRAM_GROUPS=HISTOGRAM_GROUPS,
+                  HISTOGRAM_PRIME=HISTOGRAM_PRIME)
+    lines = [f"local {name} = {value}\n" for name, value in values.items()]
+    for table, attribute in (("KEY_WIDTH", "key_width"), ("SHIFT", "shift")):
+        pairs = ", ".join(f"{kind} = {getattr(kind_, attribute)}" for kind, kind_ in KINDS.items())
+        lines.append(f"local {table} = {{{pairs}}}\n")
+    if ID_WIDTH != 5:   # pragma: no cover - common.lua's u40/p40
+        raise AssertionError("the scripts read 5-byte ids")
+    return "".join(lines)
 
 
 def _script(*parts: str, no_writes: bool = False) -> str:
@@ -141,6 +180,45 @@ def _pack(values: Sequence[int], width: int) -> bytes:
     if width in _FORMATS:
         return struct.pack(f">{len(values)}{_FORMATS[width]}", *values)
     return b"".join(value.to_bytes(width, "big") for value in values)
+
+
+def field_of(kind: str, key: bytes, bits: int) -> bytes:
+    """The field of a posting of ``kind`` under ``key`` in a segment of ``bits`` (as the
+    scripts' ``field``): the kind, then the low bits of the key's first 4 (sums: 2) bytes."""
+    width = max(0, bits - KINDS[kind].shift)
+    number = int.from_bytes(key[:2] if KINDS[kind].key_width == 2 else key[:4], "big")
+    return kind.encode() + (number % (1 << width)).to_bytes(3, "big")
+
+
+def entries_of(value: bytes, key_width: int) -> Iterator[tuple[bytes, int]]:
+    """(key, record id) of every entry of a posting field's value, newest first."""
+    width = key_width + ID_WIDTH
+    for offset in range(0, len(value) - width + 1, width):
+        yield value[offset:offset + key_width], \
+            int.from_bytes(value[offset + key_width:offset + width], "big")
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One live segment of a partition: its key and its field width."""
+
+    key: bytes
+    bits: int
+
+
+def _segments(base: bytes, text: bytes | None) -> list[_Segment]:
+    """The live segments listed in a partition's ``segs`` field, newest first."""
+    found = re.findall(rb"(\d+),(\d+)", text or b"")
+    return [_Segment(base + b"x" + n, int(bits)) for n, bits in reversed(found)]
+
+
+def _group_numbers(keys: Sequence[bytes]) -> bytes:
+    return b"".join(histogram_key_number(key).to_bytes(4, "big") for key in keys)
+
+
+def _record_groups(record: Record) -> bytes:
+    """The numbers of a record's histogram group keys (its 'h' postings)."""
+    return _group_numbers(histogram_keys(record.histogram, record.histogram_sum))
 
 
 def masked(url: str) -> str:
@@ -210,6 +288,7 @@ class RedisStore:
         self.readonly = readonly
         self.prefix = key_prefix.encode()
         self.retention = max(1, math.ceil(retention_seconds))
+        self.segment_seconds = max(1, self.retention // SEGMENTS_PER_RETENTION)
         self.index_size = int(parameters.get("index_size", 1 << 30))  # type: ignore[arg-type]
         self.parameters = parameters
         self._parameters_json = json.dumps(parameters, sort_keys=True)
@@ -302,7 +381,59 @@ class RedisStore:
                                 f"parameters: {details}; use those settings or a new store")
         self.partitions = [_Partition(i, tag, self.prefix + b"{" + tag.encode() + b"}")
                            for i, tag in enumerate(tags)]
+        if schema < SCHEMA_VERSION:
+            stored = self._upgrade(meta)
         self._meta = stored
+
+    def _upgrade(self, meta: dict[str, Any]) -> bytes:
+        """Bring a schema 1 store (a key per record and per posting) to this layout.
+
+        One process does it (a lock key; the others wait for it): every live record is put
+        in a segment under its own id, the old keys are removed, then the meta key says
+        schema 2.  The records keep their bytes (schema 1 records are read as they are) and
+        live one retention period from now.  Readers that open the store meanwhile wait."""
+        meta_key, lock = self.prefix + b"meta", self.prefix + b"upgrading"
+        token = f"{time.time()}".encode()
+        with self._errors("upgrading the store's layout"):
+            if self.client.set(lock, token, nx=True, ex=3600):
+                log.warning("%s: upgrading the store from schema %s to %s", self.location,
+                            meta["schema"], SCHEMA_VERSION)
+                for partition in self.partitions:
+                    self._upgrade_partition(partition)
+                meta = dict(meta, schema=SCHEMA_VERSION)
+                self.client.set(meta_key, json.dumps(meta, sort_keys=True))
+                self.client.delete(lock)
+            else:
+                deadline = time.monotonic() + 3600
+                while self.client.exists(lock) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+            stored = self.client.get(meta_key)
+        if stored is None or int(json.loads(stored)["schema"]) != SCHEMA_VERSION:
+            raise StoreError(f"store {self.location}: its upgrade to schema {SCHEMA_VERSION} "
+                             "did not finish; open it again to finish it")
+        return stored
+
+    def _upgrade_partition(self, partition: _Partition) -> None:
+        base = partition.base
+        counter = int(self.client.get(base + b"n") or 0)
+        self.client.hset(base + b"c", mapping={b"p": self.parameters_id, b"n": counter})
+        start = 0
+        while True:
+            members = self.client.zrange(base + b"t", start, start + _BATCH - 1)
+            if not members:
+                break
+            start += len(members)
+            values = self.client.mget([base + b"d" + member for member in members])
+            ops: list[Any] = []
+            for member, data in zip(members, values, strict=True):
+                if data is not None:
+                    ops += ["i", int(member), data]
+            if ops:
+                self._run("write", [(partition, self._write_args(partition.index) + ops)])
+        pattern = re.sub(rb"([*?\[\]\\])", rb"\\\1", base) + b"[dmghsknp]*"
+        old = list(self._scan(pattern))
+        for offset in range(0, len(old), _BATCH):
+            self.client.unlink(*old[offset:offset + _BATCH])
 
     def _partition_count(self, wanted: str | None) -> int:
         """``?partitions=N`` of the URL, else one per cluster primary, else one."""
@@ -396,9 +527,6 @@ class RedisStore:
 
     # -- lookup ----------------------------------------------------------------------------
 
-    def _pack_hash(self, value: int) -> bytes:
-        return value.to_bytes(LAYOUT.sketch_width, "big")
-
     def _lookup_args(self, probe: Probe) -> list[Any]:
         parts = len(self.partitions)
         common_postings = probe.common_postings
@@ -412,8 +540,20 @@ class RedisStore:
             max(1, math.ceil(common_postings / parts)) if common_postings < 1 << 62
             else common_postings,
             _pack(probe.sketch_index, width), _pack(probe.tail_hashes, width),
-            _pack(probe.chunk_index, 8), 1 if parts > 1 else 0,
-            max(1, probe.histogram_limit)]
+            _pack(probe.chunk_index, LAYOUT.chunk_digest_width), 1 if parts > 1 else 0,
+            max(1, probe.histogram_limit),
+            # How far to count a last-line hash's postings (0: boilerplate is not looked for).
+            common_postings if common_postings < 1 << 62 else 0,
+            self._probe_groups(probe)]
+
+    @staticmethod
+    def _probe_groups(probe: Probe) -> bytes:
+        """The numbers of the probe's histogram group keys; b"" (read the whole sum window)
+        when the rule allows more differing positions than the groups can promise."""
+        if probe.histogram_window <= 0 or probe.histogram_max_positions >= HISTOGRAM_GROUPS:
+            return b""
+        return _group_numbers(histogram_probe_keys(probe.histogram, probe.histogram_sum,
+                                                   probe.histogram_window))
 
     def _candidates(self, probe: Probe, replies: list[Any]) -> Candidates:
         result = Candidates()
@@ -454,8 +594,8 @@ class RedisStore:
         self._flush()
         partition = self.partitions[0]
         args = self._lookup_args(probe) + [
-            self.retention, self.index_size, 1, 0, f"{int(record.first_seen) // 86400}:unique",
-            record.encode()]
+            self.retention, self.index_size, 1, 0, self.segment_seconds,
+            f"{int(record.first_seen) // 86400}:unique", record.encode(), _record_groups(record)]
         with self._errors("lookup"):
             reply = self._run("lookup_add", [(partition, args)])[0]
             added = int(reply[-1])
@@ -525,8 +665,7 @@ class RedisStore:
             groups[target] = floating + groups.get(target, [])
         calls = []
         for index, group in groups.items():
-            args: list[Any] = [self.parameters_id, self.retention, self.index_size,
-                               len(self.partitions), index]
+            args = self._write_args(index)
             for op in group:
                 args.extend(op.args)
             calls.append((self.partitions[index], args))
@@ -536,6 +675,11 @@ class RedisStore:
                 self._restore_meta()
         return {index: reply[1:] for (index, _), reply in zip(groups.items(), replies,
                                                               strict=True)}
+
+    def _write_args(self, partition: int) -> list[Any]:
+        """The write script's first arguments, for a partition (the ops follow)."""
+        return [self.parameters_id, self.retention, self.index_size, len(self.partitions),
+                partition, self.segment_seconds]
 
     def _flush(self) -> None:
         pending = self._pending()
@@ -576,7 +720,7 @@ class RedisStore:
         mine = [op for op in ops if op.partition in (None, index)]
         others = [op for op in ops if op.partition not in (None, index)]
         ops.clear()
-        add = _Op(index, ("a", record.encode()))
+        add = _Op(index, ("a", record.encode(), _record_groups(record)))
         replies = self._write(others + mine + [add])
         doc_id = int(replies[index][-1])
         record.doc_id = doc_id
@@ -607,18 +751,27 @@ class RedisStore:
 
     # -- reading for administration --------------------------------------------------------
 
+    def _live_segments(self, partition: _Partition) -> list[_Segment]:
+        """The partition's live segments, newest first (the ones still in Redis)."""
+        listed = _segments(partition.base, self.client.hget(partition.base + b"c", b"segs"))
+        if not listed:
+            return []
+        alive = self._each_key([segment.key for segment in listed], "exists")
+        return [segment for segment, ok in zip(listed, alive, strict=True) if ok]
+
     def find_message_id(self, message_id: str) -> list[int]:
+        """Ids of the records stored under ``message_id``, newest first."""
         key = message_id_key(message_id)
         if key is None:
             return []
+        found: list[int] = []
         with self._errors("finding a Message-ID"):
-            found = self._each(lambda pipe, p: pipe.zrevrange(p.base + b"m" + key, 0, -1))
-            ids = [int(i) for members in found for i in members]
-            alive = self._each_key([self._doc_key(i) for i in ids], "exists")
-        return [i for i, ok in zip(ids, alive, strict=True) if ok]
-
-    def _doc_key(self, doc_id: int) -> bytes:
-        return self.partitions[self._partition_of_id(doc_id)].base + b"d" + str(doc_id).encode()
+            for partition in self.partitions:
+                for segment in self._live_segments(partition):
+                    value = self.client.hget(segment.key, field_of("m", key, segment.bits))
+                    found += [doc_id for entry, doc_id in entries_of(value or b"", len(key))
+                              if entry == key]
+        return found
 
     def _each(self, command: Callable[[Any, _Partition], Any]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
@@ -636,29 +789,30 @@ class RedisStore:
         return out
 
     def get(self, doc_id: int) -> Record | None:
+        """The record with id ``doc_id`` (looked for in its partition's segments)."""
+        name = b"d" + doc_id.to_bytes(ID_WIDTH, "big")
         with self._errors("reading a record"):
-            data = self.client.get(self._doc_key(doc_id))
-        return Record.decode(doc_id, data) if data else None
+            for segment in self._live_segments(self.partitions[self._partition_of_id(doc_id)]):
+                data = self.client.hget(segment.key, name)
+                if data is not None:
+                    return Record.decode(doc_id, data)
+        return None
 
-    def _ids(self, partition: _Partition) -> Iterator[list[int]]:
-        start = 0
-        while True:
-            with self._errors("listing records"):
-                members = self.client.zrange(partition.base + b"t", start, start + _BATCH - 1)
-            if not members:
-                return
-            yield [int(m) for m in members]
-            start += len(members)
+    def _segment_records(self, segment: _Segment) -> Iterator[tuple[int, bytes]]:
+        """(id, encoded record) of every record in a segment."""
+        with self._errors("listing records"):
+            for name, data in self.client.hscan_iter(segment.key, match=b"d*", count=1000):
+                if len(name) == 1 + ID_WIDTH:
+                    yield int.from_bytes(name[1:], "big"), data
 
     def records(self) -> Iterator[Record]:
+        """Every record, segment by segment (not in id order)."""
         for partition in self.partitions:
-            for ids in self._ids(partition):
-                with self._errors("reading records"):
-                    values = self.client.mget([partition.base + b"d" + str(i).encode()
-                                               for i in ids])
-                for doc_id, data in zip(ids, values, strict=True):
-                    if data is not None:
-                        yield Record.decode(doc_id, data)
+            with self._errors("listing records"):
+                segments = self._live_segments(partition)
+            for segment in reversed(segments):
+                for doc_id, data in self._segment_records(segment):
+                    yield Record.decode(doc_id, data)
 
     def stats(self) -> dict[str, object]:
         with self._errors("reading statistics"):
@@ -667,20 +821,24 @@ class RedisStore:
                                                              withscores=True))
             newest = self._each(lambda pipe, p: pipe.zrange(p.base + b"t", -1, -1,
                                                              withscores=True))
-            verdicts = self._each(lambda pipe, p: pipe.hgetall(p.base + b"c"))
+            tables = self._each(lambda pipe, p: pipe.hgetall(p.base + b"c"))
+            segments = sum(len(self._live_segments(p)) for p in self.partitions)
             memory = self._memory()
         per_day: dict[int, dict[str, int]] = {}
-        for table in verdicts:
+        for table in tables:
             for field_name, value in table.items():
-                day, _, name = field_name.decode().partition(":")
+                day, colon, name = field_name.decode("latin-1").partition(":")
+                if not colon or not day.isdigit():
+                    continue   # the partition's own fields: parameters, counter, segments
                 slot = per_day.setdefault(int(day), {})
                 slot[name] = slot.get(name, 0) + int(value)
         firsts = [int(s) for pairs in oldest for _, s in pairs]
         lasts = [int(s) for pairs in newest for _, s in pairs]
         return {"backend": "redis", "location": self.location, "records": sum(counts),
                 "cluster": self.cluster, "partitions": [p.tag for p in self.partitions],
-                "retention_seconds": self.retention, "prune": "by Redis TTL",
-                "used_bytes": memory, "oldest": min(firsts) if firsts else None,
+                "segments": segments, "retention_seconds": self.retention,
+                "prune": "by Redis TTL", "used_bytes": memory,
+                "oldest": min(firsts) if firsts else None,
                 "newest": max(lasts) if lasts else None,
                 "verdicts_per_day": {day * 86400: c for day, c in sorted(per_day.items())}}
 
@@ -692,8 +850,9 @@ class RedisStore:
         return int(self.client.info("memory").get("used_memory", 0))
 
     def verify(self) -> list[str]:
-        """Parameters per partition, every record decodable with a TTL and all its index
-        entries; every index key has a TTL and points only at records that want it."""
+        """Per partition: its parameters; every record decodable, in the time index and with
+        all its postings in its segment; every posting pointing at a record of its segment
+        that wants it; every segment with a TTL no longer than the retention."""
         problems: list[str] = []
         with self._errors("verifying"):
             for partition in self.partitions:
@@ -703,56 +862,56 @@ class RedisStore:
     def _verify_partition(self, partition: _Partition) -> list[str]:
         problems: list[str] = []
         name = f"partition {{{partition.tag}}}"
-        have = self.client.get(partition.base + b"p")
+        base = partition.base
+        have = self.client.hget(base + b"c", b"p")
         if have is not None and have != self.parameters_id:
             problems.append(f"{name}: parameters {have.decode()} differ from the meta key's")
-        base = partition.base
-        wanted: set[tuple[bytes, bytes]] = set()
-        for ids in self._ids(partition):
-            keys = [base + b"d" + str(i).encode() for i in ids]
-            pipe = self.client.pipeline(transaction=False)
-            for key in keys:
-                pipe.get(key)
-                pipe.ttl(key)
-            replies = pipe.execute()
-            for doc_id, data, ttl in zip(ids, replies[::2], replies[1::2], strict=True):
-                if data is None:
-                    continue  # expired; the time index forgets it at the next write
-                try:
-                    record = Record.decode(doc_id, data)
-                except (StoreError, struct.error) as error:
-                    problems.append(f"{name}: record {doc_id} cannot be decoded: {error}")
+        times = {int(member) for member in self.client.zrange(base + b"t", 0, -1)}
+        for segment in self._live_segments(partition):
+            label = f"{name} segment {segment.key[len(base) + 1:].decode()}"
+            ttl = self.client.ttl(segment.key)
+            if ttl == -1 or ttl > self.retention:
+                problems.append(f"{label}: TTL {ttl}, expected 1..{self.retention}")
+            wanted: dict[bytes, set[tuple[bytes, int]]] = {}
+            fields: dict[bytes, bytes] = {}
+            for field_name, value in self.client.hscan_iter(segment.key, count=1000):
+                if field_name[:1] == b"d" and len(field_name) == 1 + ID_WIDTH:
+                    doc_id = int.from_bytes(field_name[1:], "big")
+                    try:
+                        record = Record.decode(doc_id, value)
+                    except (StoreError, struct.error) as error:
+                        problems.append(f"{label}: record {doc_id} cannot be decoded: {error}")
+                        continue
+                    if self._partition_of_id(doc_id) != partition.index:
+                        problems.append(f"{label}: record {doc_id} belongs to another partition")
+                    if doc_id not in times:
+                        problems.append(f"{label}: record {doc_id} is not in the time index")
+                    for kind, key in self._postings(record):
+                        wanted.setdefault(field_of(kind, key, segment.bits), set()).add(
+                            (key, doc_id))
+                else:
+                    fields[field_name] = value
+            for field_name, value in fields.items():
+                kind = field_name[:1].decode("latin-1")
+                if kind not in KINDS or len(field_name) != 4:
+                    problems.append(f"{label}: unknown field {field_name.hex()}")
                     continue
-                if self._partition_of_id(doc_id) != partition.index:
-                    problems.append(f"{name}: record {doc_id} belongs to another partition")
-                if ttl < 0 or ttl > self.retention:
-                    problems.append(f"{name}: record {doc_id} has TTL {ttl}, expected "
-                                    f"1..{self.retention}")
-                wanted.update(self._entries(base, record))
-        # Every index entry of a live record exists.
-        entries = sorted(wanted)
-        for start in range(0, len(entries), _BATCH):
-            pipe = self.client.pipeline(transaction=False)
-            for key, member in entries[start:start + _BATCH]:
-                pipe.zscore(key, member)
-            for (key, member), score in zip(entries[start:start + _BATCH], pipe.execute(),
-                                            strict=True):
-                if score is None:
-                    problems.append(f"{name}: record {self._member_id(member)} lacks its "
-                                    f"index entry {key[len(base):].hex()}")
-        # Every index key has a TTL; its members are wanted, or point at expired records.
-        pattern = re.sub(rb"([*?\[\]\\])", rb"\\\1", base) + b"[mghsk]*"
-        for key in self._scan(pattern):
-            ttl = self.client.ttl(key)
-            if ttl < 0:
-                problems.append(f"{name}: index key {key[len(base):].hex()} has no TTL")
-            for member in self.client.zrange(key, 0, -1):
-                if (key, member) in wanted:
-                    continue
-                doc_id = self._member_id(member)
-                if self.client.exists(base + b"d" + str(doc_id).encode()):
-                    problems.append(f"{name}: index entry {key[len(base):].hex()} → {doc_id} "
-                                    "has no record that wants it")
+                present = set(entries_of(value, KINDS[kind].key_width))
+                if len(value) % (KINDS[kind].key_width + ID_WIDTH):
+                    problems.append(f"{label}: field {field_name.hex()} is cut short")
+                for key, doc_id in sorted(present - wanted.get(field_name, set()))[:100]:
+                    problems.append(f"{label}: posting {kind}:{key.hex()} → {doc_id} has no "
+                                    "record that wants it")
+            for field_name, want in wanted.items():
+                value = fields.get(field_name, b"")
+                kind = field_name[:1].decode("latin-1")
+                present = set(entries_of(value, KINDS[kind].key_width))
+                for key, doc_id in sorted(want - present)[:100]:
+                    # (Postings beyond the newest KEEP_POSTINGS of a key are dropped.)
+                    kept = sum(1 for entry, _ in entries_of(value, len(key)) if entry == key)
+                    if kept < KEEP_POSTINGS:
+                        problems.append(f"{label}: record {doc_id} lacks its posting "
+                                        f"{kind}:{key.hex()}")
         return problems
 
     def _scan(self, pattern: bytes) -> Iterator[bytes]:
@@ -762,22 +921,18 @@ class RedisStore:
         else:
             yield from self.client.scan_iter(match=pattern, count=1000)
 
-    @staticmethod
-    def _member_id(member: bytes) -> int:
-        return int(member[36:]) if len(member) > 36 else int(member)
-
-    def _entries(self, base: bytes, record: Record) -> Iterator[tuple[bytes, bytes]]:
-        """(key, member) of every index entry of ``record``, as the write script makes them."""
-        member = str(record.doc_id).encode()
-        yield base + b"g" + record.digest, member
+    def _postings(self, record: Record) -> Iterator[tuple[str, bytes]]:
+        """(kind, key) of every posting of ``record``, as the write script makes them."""
+        yield "g", record.digest
         if record.message_id_key:
-            yield base + b"m" + record.message_id_key, member
+            yield "m", record.message_id_key
         for value in record.sketch[:self.index_size]:
-            yield base + b"s" + self._pack_hash(value), member
+            yield "s", value.to_bytes(LAYOUT.sketch_width, "big")
         for digest, _length in record.chunks:
-            yield base + b"k" + digest.to_bytes(8, "big"), member
-        yield base + b"h" + str(record.histogram_sum).encode(), record.histogram + member
-        yield base + b"t", member
+            yield "k", digest.to_bytes(LAYOUT.chunk_digest_width, "big")
+        yield "H", min(record.histogram_sum, 0xFFFF).to_bytes(2, "big")
+        for key in histogram_keys(record.histogram, record.histogram_sum):
+            yield "h", histogram_key_number(key).to_bytes(4, "big")
 
     def close(self) -> None:
         with self._connections_lock:

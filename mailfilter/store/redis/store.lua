@@ -1,57 +1,174 @@
-local function bind_parameters()
-  local have = redis.call('GET', base .. 'p')
-  if not have then
-    redis.call('SET', base .. 'p', params)
-    return 1
-  elseif have ~= params then
-    return redis.error_reply('DUPFILTER-MISMATCH ' .. have)
+-- The writes: add, touch, forget (and import, for upgrades).  They need the write context
+-- (params, ret, index_size, parts, part, seg_ms) and ``state`` from ``open_state``.
+
+local state   -- the partition's 'c' fields the writes need, read once per script
+local function open_state()
+  if state then return state end
+  local got = redis.call('HMGET', base .. 'c', 'p', 'cur', 'segs')
+  local created = 0
+  if not got[1] then
+    redis.call('HSET', base .. 'c', 'p', params)
+    created = 1
+  elseif got[1] ~= params then
+    return redis.error_reply('DUPFILTER-MISMATCH ' .. got[1])
   end
-  return 0
+  local t = redis.call('TIME')
+  state = {created = created, now_ms = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000),
+           cur = got[2], segs = segments(got[3]), segs_text = got[3] or ''}
+  state.expire_ms = state.now_ms + ret * 1000
+  return state
 end
 
-local function entries(data)
-  local keys = {base .. 'g' .. sub(data, O_DIGEST + 1, O_DIGEST + 16)}
-  local mkey = sub(data, O_MESSAGE_ID_KEY + 1, O_MESSAGE_ID_KEY + 16)
-  if mkey ~= ZERO16 then keys[#keys + 1] = base .. 'm' .. mkey end
+-- The segment new records go to: the newest, unless it is older than seg_ms or holds more
+-- records than it was sized for; then a new one, sized from the last (its field count grows
+-- with the records it is expected to hold, so that a field keeps ~ENTRIES_PER_FIELD entries).
+local function current_segment(counter)
+  if state.current then return state.current end
+  local n, bits, opened, capacity, first
+  if state.cur then
+    n, bits, opened, capacity, first = string.match(state.cur, '(%d+),(%d+),(%d+),(%d+),(%d+)')
+    n, bits, opened = tonumber(n), tonumber(bits), tonumber(opened)
+    capacity, first = tonumber(capacity), tonumber(first)
+  end
+  local held = n and counter - first or 0
+  if not n or state.now_ms - opened >= seg_ms or held > capacity then
+    local size = SEGMENT_RECORDS_MIN
+    if n and held > capacity then size = capacity * 4
+    elseif n then size = math.max(SEGMENT_RECORDS_MIN, held * 2) end
+    bits = math.ceil(math.log(index_size * size / ENTRIES_PER_FIELD) / math.log(2))
+    bits = math.max(SEGMENT_BITS_MIN, math.min(SEGMENT_BITS_MAX, bits))
+    n = (n or 0) + 1
+    -- The registry keeps the segments that still exist.
+    local live = {}
+    for _, seg in ipairs(state.segs) do
+      if redis.call('EXISTS', seg.key) == 1 then table.insert(live, 1, seg.n .. ',' .. seg.bits) end
+    end
+    live[#live + 1] = n .. ',' .. bits
+    state.cur = table.concat({n, bits, state.now_ms, size, counter}, ',')
+    state.segs_text = table.concat(live, ' ')
+    state.segs = segments(state.segs_text)
+    redis.call('HSET', base .. 'c', 'cur', state.cur, 'segs', state.segs_text)
+  end
+  state.current = state.segs[1]
+  return state.current
+end
+
+local function has_content(data) return u32(data, O_WORD_COUNT) > 0 or u16(data, O_N_CHUNKS) > 0 end
+
+-- (kind, key) of every posting of a record, each once.
+local function postings(data, group_keys)
+  local list, seen = {}, {}
+  local function add(kind, key)
+    local name = kind .. key
+    if not seen[name] then seen[name] = true; list[#list + 1] = {kind, key} end
+  end
+  add('g', sub(data, O_DIGEST + 1, O_DIGEST + 16))
+  local mk = sub(data, O_MESSAGE_ID_KEY + 1, O_MESSAGE_ID_KEY + 16)
+  if mk ~= ZERO16 then add('m', mk) end
   local ns, nc = u16(data, O_N_SKETCH), u16(data, O_N_CHUNKS)
   for j = 0, math.min(ns, index_size) - 1 do
-    keys[#keys + 1] = base .. 's' .. sub(data, HEADER + j * W_SKETCH + 1, HEADER + (j + 1) * W_SKETCH)
+    add('s', sub(data, HEADER + j * W_SKETCH + 1, HEADER + (j + 1) * W_SKETCH))
   end
   local coff = HEADER + ns * W_SKETCH
   for j = 0, nc - 1 do
-    keys[#keys + 1] = base .. 'k' .. sub(data, coff + j * W_CHUNK + 1, coff + j * W_CHUNK + 8)
+    add('k', sub(data, coff + j * W_CHUNK + 1, coff + j * W_CHUNK + W_CHUNK_DIGEST))
   end
-  return keys, base .. 'h' .. u16(data, O_HISTOGRAM_SUM), sub(data, O_HISTOGRAM + 1, O_HISTOGRAM + 36)
+  local sum = sub(data, O_HISTOGRAM_SUM + 1, O_HISTOGRAM_SUM + 2)
+  add('H', sum)
+  if group_keys == nil or group_keys == '' then
+    local hist, s = sub(data, O_HISTOGRAM + 1, O_HISTOGRAM + 36), u16(sum, 0)
+    group_keys = ''
+    for g = 0, HISTOGRAM_GROUPS - 1 do group_keys = group_keys .. p32(group_number(g, s, hist)) end
+  end
+  for _, key in ipairs(split(group_keys, 4)) do add('h', key) end
+  return list
 end
 
--- Postings keep their newest KEEP_POSTINGS ids (older ones point at expired records or are never
--- read); the sum window and the time index, which are read whole, are trimmed by time.
--- The trims run for one record in 16 (a list holds about KEEP_POSTINGS + 16 ids at most; the time
--- trims leave a few expired entries a little longer, which every reader skips anyway).
--- Expiry is PEXPIREAT of one absolute time per script: cheaper than EXPIRE, which Redis
--- rewrites into PEXPIREAT for every call.
-local expire_ms = nil
-local function expire(key)
-  if expire_ms == nil then
-    local t = redis.call('TIME')
-    expire_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ret * 1000
+-- Keep at most KEEP_POSTINGS entries (the newest) per key in a field's value.
+local function trim(value, width, kw)
+  local counts, kept = {}, {}
+  for j = 1, #value, width do
+    local key = sub(value, j, j + kw - 1)
+    local c = (counts[key] or 0) + 1
+    counts[key] = c
+    if c <= KEEP_POSTINGS then kept[#kept + 1] = sub(value, j, j + width - 1) end
   end
-  redis.call('PEXPIREAT', key, expire_ms)
+  return table.concat(kept)
 end
 
-local function index_all(id, data, when)
-  local keys, sum_key, hist = entries(data)
-  local trim = math.floor(tonumber(id) / parts) % 16 == 0
-  for _, key in ipairs(keys) do
-    redis.call('ZADD', key, when, id)
-    if trim then redis.call('ZREMRANGEBYRANK', key, 0, -KEEP_POSTINGS - 1) end
-    expire(key)
+-- Put a record and its postings in a segment.
+local function put(seg, id, data, group_keys)
+  local list = postings(data, group_keys)
+  local fields, slot = {}, {}
+  for j, p in ipairs(list) do
+    local f = field(p[1], p[2], seg.bits)
+    if slot[f] == nil then fields[#fields + 1] = f; slot[f] = #fields end
+    p[3] = slot[f]
   end
-  for _, pair in ipairs({{sum_key, hist .. id}, {base .. 't', id}}) do
-    redis.call('ZADD', pair[1], when, pair[2])
-    if trim then redis.call('ZREMRANGEBYSCORE', pair[1], '-inf', '(' .. (when - ret)) end
-    expire(pair[1])
+  local values = redis.call('HMGET', seg.key, unpack(fields))
+  for _, p in ipairs(list) do
+    local width = #p[2] + ID
+    local v = p[2] .. id .. (values[p[3]] or '')
+    local n = #v / width
+    if n >= KEEP_POSTINGS + 256 and n % 256 == 0 then v = trim(v, width, #p[2]) end
+    values[p[3]] = v
   end
+  local args = {'d' .. id, data}
+  for j, f in ipairs(fields) do args[#args + 1] = f; args[#args + 1] = values[j] end
+  redis.call('HSET', seg.key, unpack(args))
+  redis.call('PEXPIREAT', seg.key, state.expire_ms)
+end
+
+-- Take a record and its postings out of a segment.
+local function unput(seg, id, data)
+  local list = postings(data, nil)
+  local fields, slot = {}, {}
+  for _, p in ipairs(list) do
+    local f = field(p[1], p[2], seg.bits)
+    if slot[f] == nil then fields[#fields + 1] = f; slot[f] = #fields end
+    p[3] = slot[f]
+  end
+  local values = redis.call('HMGET', seg.key, unpack(fields))
+  local changed = {}
+  for _, p in ipairs(list) do
+    local v, entry, width = values[p[3]], p[2] .. id, #p[2] + ID
+    local init = 1
+    while v do
+      local at = find(v, entry, init, true)
+      if not at then break end
+      if (at - 1) % width == 0 then
+        v = sub(v, 1, at - 1) .. sub(v, at + width)
+        changed[p[3]] = true
+        break
+      end
+      init = at + 1
+    end
+    values[p[3]] = v
+  end
+  local set, gone = {}, {'d' .. id}
+  for j in pairs(changed) do
+    if values[j] == '' then gone[#gone + 1] = fields[j]
+    else set[#set + 1] = fields[j]; set[#set + 1] = values[j] end
+  end
+  if #set > 0 then redis.call('HSET', seg.key, unpack(set)) end
+  redis.call('HDEL', seg.key, unpack(gone))
+end
+
+-- The segment holding record ``id`` (newest first), and the record.
+local function locate(id)
+  for _, seg in ipairs(state.segs) do
+    local data = redis.call('HGET', seg.key, 'd' .. id)
+    if data then return seg, data end
+  end
+end
+
+local function note_time(id, when)
+  local key = base .. 't'
+  redis.call('ZADD', key, when, u40(id, 0))
+  if floor(u40(id, 0) / parts) % 16 == 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (when - ret))
+  end
+  redis.call('PEXPIREAT', key, state.expire_ms)
 end
 
 local function recipients_of(data)
@@ -59,12 +176,15 @@ local function recipients_of(data)
   return roff, u16(data, O_N_RECIPIENTS)
 end
 
+-- One more sighting: seen + 1, last seen, recipients merged; the record moves to the
+-- current segment (with its postings) when it is in an older one.
 local function touch(id, when, recips)
-  local key = base .. 'd' .. id
-  local data = redis.call('GET', key)
-  if not data then return 0 end
+  local seg, data = locate(id)
+  if not seg then return 0 end
   local last = math.max(u32(data, O_LAST_SEEN), when)
-  data = sub(data, 1, O_LAST_SEEN) .. p32(last) .. p32(u32(data, O_SEEN) + 1) .. sub(data, O_SEEN + 5)
+  local old = data
+  data = sub(data, 1, O_LAST_SEEN) .. p32(last) .. p32(u32(data, O_SEEN) + 1)
+         .. sub(data, O_SEEN + 5)
   local roff, nr = recipients_of(data)
   local known, list, added = {}, {}, false
   for j = 0, nr - 1 do
@@ -78,44 +198,63 @@ local function touch(id, when, recips)
   end
   if added then
     while #list > RECIPIENTS_MAX do table.remove(list, 1) end
-    data = sub(data, 1, O_N_RECIPIENTS) .. p16(#list) .. sub(data, O_N_RECIPIENTS + 3, roff) .. table.concat(list)
-           .. sub(data, roff + nr * W_RECIPIENT + 1)
+    data = sub(data, 1, O_N_RECIPIENTS) .. p16(#list) .. sub(data, O_N_RECIPIENTS + 3, roff)
+           .. table.concat(list) .. sub(data, roff + nr * W_RECIPIENT + 1)
   end
-  redis.call('SET', key, data, 'EX', ret)
-  index_all(id, data, last)
+  local current = current_segment(tonumber(redis.call('HGET', base .. 'c', 'n')) or 0)
+  if current.key == seg.key then
+    redis.call('HSET', seg.key, 'd' .. id, data)
+    redis.call('PEXPIREAT', seg.key, state.expire_ms)
+  else
+    unput(seg, id, old)
+    put(current, id, data, nil)
+  end
+  note_time(id, last)
   return 1
 end
 
-local function has_content(data) return u32(data, O_WORD_COUNT) > 0 or u16(data, O_N_CHUNKS) > 0 end
+-- Store a record under ``id`` (ARGV-given on an upgrade, else the next one).
+local function insert(data, group_keys, id)
+  local counter
+  if id then
+    counter = tonumber(redis.call('HGET', base .. 'c', 'n')) or 0
+  else
+    counter = redis.call('HINCRBY', base .. 'c', 'n', 1)
+    id = p40(counter * parts + part)
+  end
+  put(current_segment(counter), id, data, group_keys)
+  note_time(id, u32(data, O_LAST_SEEN))
+  return u40(id, 0)
+end
 
-local function add(data)
-  local when = u32(data, O_LAST_SEEN)
-  if has_content(data) then
+-- Add a record; one with the same digest and some content is a sighting of that one instead
+-- (so two hosts racing with one message leave one record).
+local function add(data, group_keys, check_digest)
+  if check_digest and has_content(data) then
     local digest = sub(data, O_DIGEST + 1, O_DIGEST + 16)
-    for _, id in ipairs(redis.call('ZREVRANGE', base .. 'g' .. digest, 0, NEWEST_EXACT - 1)) do
-      local old = redis.call('GET', base .. 'd' .. id)
-      if old and has_content(old) then
-        local roff, nr = recipients_of(data)
-        touch(id, when, sub(data, roff + 1, roff + nr * W_RECIPIENT))
-        return tonumber(id)
+    for _, seg in ipairs(state.segs) do
+      local value = redis.call('HGET', seg.key, field('g', digest, seg.bits))
+      if value then
+        local ids = {}
+        entries(value, digest, NEWEST_EXACT, ids)
+        for _, id in ipairs(ids) do
+          local old = redis.call('HGET', seg.key, 'd' .. id)
+          if old and has_content(old) then
+            local roff, nr = recipients_of(data)
+            touch(id, u32(data, O_LAST_SEEN), sub(data, roff + 1, roff + nr * W_RECIPIENT))
+            return u40(id, 0)
+          end
+        end
       end
     end
   end
-  local id = redis.call('INCR', base .. 'n') * parts + part
-  redis.call('SET', base .. 'd' .. id, data, 'EX', ret)
-  index_all(id, data, when)
-  return id
+  return insert(data, group_keys, nil)
 end
 
 local function forget(id)
-  local key = base .. 'd' .. id
-  local data = redis.call('GET', key)
-  if not data then return 0 end
-  local keys, sum_key, hist = entries(data)
-  for _, k in ipairs(keys) do redis.call('ZREM', k, id) end
-  redis.call('ZREM', sum_key, hist .. id)
-  redis.call('ZREM', base .. 't', id)
-  redis.call('DEL', key)
+  local seg, data = locate(id)
+  if not seg then return 0 end
+  unput(seg, id, data)
+  redis.call('ZREM', base .. 't', u40(id, 0))
   return 1
 end
-
