@@ -97,7 +97,7 @@ LAYOUT = _layout()
 # is near (a number that grows with the store).  Above 2 positions the index cannot promise
 # that; stores then read the whole sum window.
 HISTOGRAM_GROUPS = 3
-# (A Redis store files a key by its number modulo this prime, which its Lua computes too.)
+# (A Redis store files a group by a number modulo this prime, which its Lua computes too.)
 HISTOGRAM_PRIME = 2_147_483_647
 
 
@@ -127,9 +127,12 @@ def histogram_probe_keys(histogram: bytes, histogram_sum: int, window: int) -> l
             for group in range(HISTOGRAM_GROUPS)]
 
 
-def histogram_key_number(key: bytes) -> int:
-    """The number a Redis store files ``key`` under (``group_number`` in its Lua)."""
-    return int.from_bytes(key, "big") % HISTOGRAM_PRIME
+def histogram_group_number(group: int, histogram: bytes) -> int:
+    """The number a Redis store files a histogram under for ``group`` (``group_number`` in
+    its Lua): the group and its bins read as one big-endian number, modulo a prime.  The sum
+    is left out there: a lookup reads one key per group and checks the sums it finds."""
+    return int.from_bytes(bytes((group,)) + histogram[group::HISTOGRAM_GROUPS], "big") \
+        % HISTOGRAM_PRIME
 
 
 class StoreError(RuntimeError):

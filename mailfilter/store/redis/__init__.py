@@ -43,6 +43,7 @@ over a connection of its own (redis-py's client costs more per call than the rou
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -72,9 +73,8 @@ from mailfilter.store import (
     Record,
     StoreError,
     StoreMismatch,
-    histogram_key_number,
-    histogram_keys,
-    histogram_probe_keys,
+    histogram_group_number,
+    histogram_probe_sums,
     message_id_key,
 )
 
@@ -89,6 +89,10 @@ try:  # the optional dependency: pip install 'dupfilter[redis]'
     from redis.retry import Retry
 except ImportError:  # pragma: no cover - reported when a redis:// store is opened
     redis = None  # type: ignore[assignment]
+try:  # redis-py's C parser; its packer makes a command in one call
+    from hiredis import pack_command as _pack_command
+except ImportError:  # pragma: no cover - without hiredis redis-py packs them
+    _pack_command = None
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -116,7 +120,7 @@ class _Kind:
 
 
 # s: sketch hash, g: body digest, m: Message-ID key, k: attachment chunk digest, h: a
-# histogram group key's number (see mailfilter.store.histogram_keys), H: histogram sum.
+# histogram group's number (see mailfilter.store.histogram_group_number), H: histogram sum.
 KINDS = {"s": _Kind(LAYOUT.sketch_width, 0), "g": _Kind(16, 5), "m": _Kind(16, 5),
          "k": _Kind(LAYOUT.chunk_digest_width, 5), "h": _Kind(4, 3), "H": _Kind(2, 5)}
 _SLOTS = 16384
@@ -173,6 +177,7 @@ _SCRIPTS = {"lookup": lambda: _script("find", "lookup", no_writes=True),
 # -- helpers ---------------------------------------------------------------------------------
 
 _FORMATS = {4: "I", 8: "Q"}
+_U32 = struct.Struct(">I")
 
 
 def _pack(values: Sequence[int], width: int) -> bytes:
@@ -184,10 +189,11 @@ def _pack(values: Sequence[int], width: int) -> bytes:
 
 def field_of(kind: str, key: bytes, bits: int) -> bytes:
     """The field of a posting of ``kind`` under ``key`` in a segment of ``bits`` (as the
-    scripts' ``field``): the kind, then the low bits of the key's first 4 (sums: 2) bytes."""
-    width = max(0, bits - KINDS[kind].shift)
-    number = int.from_bytes(key[:2] if KINDS[kind].key_width == 2 else key[:4], "big")
-    return kind.encode() + (number % (1 << width)).to_bytes(3, "big")
+    scripts' ``field``): the kind, then the low ``bits - shift`` bits of the key's first 4
+    (sums: 2) bytes read as a number, as 3 bytes."""
+    prefix = 2 if KINDS[kind].key_width == 2 else 4
+    number = int.from_bytes(key[:prefix], "big") & _mask(kind, bits)
+    return kind.encode() + number.to_bytes(3, "big")
 
 
 def entries_of(value: bytes, key_width: int) -> Iterator[tuple[bytes, int]]:
@@ -212,13 +218,85 @@ def _segments(base: bytes, text: bytes | None) -> list[_Segment]:
     return [_Segment(base + b"x" + n, int(bits)) for n, bits in reversed(found)]
 
 
-def _group_numbers(keys: Sequence[bytes]) -> bytes:
-    return b"".join(histogram_key_number(key).to_bytes(4, "big") for key in keys)
+def _group_numbers(histogram: bytes) -> list[int]:
+    """The numbers of a histogram's group keys in Redis, one per group."""
+    return [histogram_group_number(group, histogram) for group in range(HISTOGRAM_GROUPS)]
 
 
-def _record_groups(record: Record) -> bytes:
-    """The numbers of a record's histogram group keys (its 'h' postings)."""
-    return _group_numbers(histogram_keys(record.histogram, record.histogram_sum))
+_KIND_TAG = {kind: ord(kind) << 24 for kind in KINDS}
+
+
+def _mask(kind: str, bits: int) -> int:
+    """The mask of a key number's bits that make its field in a segment of ``bits``."""
+    prefix = 2 if KINDS[kind].key_width == 2 else 4
+    return (1 << min(max(0, bits - KINDS[kind].shift), 8 * prefix)) - 1
+
+
+@functools.cache
+def _masks(bits: int) -> dict[str, int]:
+    """``_mask`` of every kind for segments of ``bits``."""
+    return {kind: _mask(kind, bits) for kind in KINDS}
+
+
+def _probe_groups(probe: Probe) -> bytes:
+    """The numbers of the probe's histogram group keys; b"" (read the whole sum window)
+    when the rule allows more differing positions than the groups can promise."""
+    if probe.histogram_window <= 0 or probe.histogram_max_positions >= HISTOGRAM_GROUPS:
+        return b""
+    return struct.pack(f">{HISTOGRAM_GROUPS}I", *_group_numbers(probe.histogram))
+
+
+def _probe_fields(probe: Probe, groups: bytes, bits: int) -> bytes:
+    """The fields of the probe's keys in a segment of ``bits``, in the order find.lua makes
+    its wants: Message-ID, digest, sketch index, chunks, histogram (group keys or sums),
+    then the last-line hashes outside the index.  (Each is the kind's letter, then the key
+    number's low bits as 3 bytes: one 32-bit number.)"""
+    masks, tag = _masks(bits), _KIND_TAG
+    numbers: list[int] = []
+    if probe.message_id_key:
+        numbers.append(tag["m"] | (_U32.unpack_from(probe.message_id_key)[0] & masks["m"]))
+    numbers.append(tag["g"] | (_U32.unpack_from(probe.digest)[0] & masks["g"]))
+    mask, kind = masks["s"], tag["s"]
+    numbers += [kind | (h & mask) for h in probe.sketch_index]
+    if probe.chunk_index:
+        numbers += [tag["k"] | ((digest >> 32) & masks["k"]) for digest in probe.chunk_index]
+    if probe.histogram_window > 0:
+        if groups:
+            numbers += [tag["h"] | (number & masks["h"])
+                        for (number,) in _U32.iter_unpack(groups)]
+        else:
+            numbers += [tag["H"] | (value & masks["H"]) for value in histogram_probe_sums(
+                probe.histogram_sum, probe.histogram_window)]
+    if probe.tail_hashes:
+        index = set(probe.sketch_index)
+        numbers += [kind | (h & mask) for h in dict.fromkeys(probe.tail_hashes)
+                    if h not in index]
+    return struct.pack(f">{len(numbers)}I", *numbers)
+
+
+def _reused(probe: Probe, groups: bytes, record: Record, index_size: int) -> tuple[int, str]:
+    """How many of the lookup's first keys (find.lua's wants, in the order of
+    ``_probe_fields``) are the record's postings, each once; and the kinds they cover all of
+    ("m", "g", "s", "k", "h")."""
+    count, covered = 0, ""
+    if probe.message_id_key:
+        if probe.message_id_key != record.message_id_key:
+            return count, covered
+        count, covered = count + 1, covered + "m"
+    if probe.digest != record.digest:
+        return count, covered
+    count, covered = count + 1, covered + "g"
+    if tuple(probe.sketch_index) != tuple(record.sketch[:index_size]):
+        return count, covered
+    count, covered = count + len(probe.sketch_index), covered + "s"
+    chunks = tuple(digest for digest, _length in record.chunks)
+    if tuple(probe.chunk_index) != chunks or len(set(chunks)) != len(chunks):
+        return count, covered
+    count, covered = count + len(chunks), covered + "k"
+    if groups and probe.histogram == record.histogram \
+            and len(set(_U32.iter_unpack(groups))) == HISTOGRAM_GROUPS:
+        count, covered = count + HISTOGRAM_GROUPS, covered + "h"
+    return count, covered
 
 
 def masked(url: str) -> str:
@@ -381,6 +459,9 @@ class RedisStore:
                                 f"parameters: {details}; use those settings or a new store")
         self.partitions = [_Partition(i, tag, self.prefix + b"{" + tag.encode() + b"}")
                            for i, tag in enumerate(tags)]
+        # The width of each partition's newest segment, as the last lookup saw it (0: not
+        # known yet): the client computes the fields of keys for it (see _with_fields).
+        self._bits = [0] * len(self.partitions)
         if schema < SCHEMA_VERSION:
             stored = self._upgrade(meta)
         self._meta = stored
@@ -505,7 +586,10 @@ class RedisStore:
                 with self._connections_lock:
                     self._connections.append(connection)
             try:
-                if len(commands) == 1:
+                if _pack_command is not None:   # redis-py's own packing costs 20 µs more
+                    connection.send_packed_command(
+                        [b"".join(_pack_command(command) for command in commands)])
+                elif len(commands) == 1:
                     connection.send_command(*commands[0])
                 else:
                     connection.send_packed_command(connection.pack_commands(commands))
@@ -528,6 +612,7 @@ class RedisStore:
     # -- lookup ----------------------------------------------------------------------------
 
     def _lookup_args(self, probe: Probe) -> list[Any]:
+        """The lookup script's ARGV but for its last two (see _with_fields)."""
         parts = len(self.partitions)
         common_postings = probe.common_postings
         # Hashes travel as one string per list (fewer arguments to pack and to convert).
@@ -544,24 +629,27 @@ class RedisStore:
             max(1, probe.histogram_limit),
             # How far to count a last-line hash's postings (0: boilerplate is not looked for).
             common_postings if common_postings < 1 << 62 else 0,
-            self._probe_groups(probe)]
+            _probe_groups(probe)]
 
-    @staticmethod
-    def _probe_groups(probe: Probe) -> bytes:
-        """The numbers of the probe's histogram group keys; b"" (read the whole sum window)
-        when the rule allows more differing positions than the groups can promise."""
-        if probe.histogram_window <= 0 or probe.histogram_max_positions >= HISTOGRAM_GROUPS:
-            return b""
-        return _group_numbers(histogram_probe_keys(probe.histogram, probe.histogram_sum,
-                                                   probe.histogram_window))
+    def _with_fields(self, probe: Probe, args: list[Any], partition: int) -> list[Any]:
+        """``args`` and the fields of the probe's keys for the partition's newest segment
+        (as the client last saw it), which spare the script computing them."""
+        bits = self._bits[partition]
+        return [*args, bits, _probe_fields(probe, args[-1], bits) if bits else b""]
 
     def _candidates(self, probe: Probe, replies: list[Any]) -> Candidates:
         result = Candidates()
         tail_counts = [0] * len(probe.tail_hashes)
-        for reply in replies:
-            self._parse_lookup(reply, result, tail_counts)
+        for index, reply in enumerate(replies):
+            self._bits[index] = int(reply[0])
+            self._parse_lookup(reply[1:], result, tail_counts)
         if len(self.partitions) > 1:
             self._trim(result, probe.max_candidates, probe.histogram_limit)
+        if not result.records:
+            return result
+        # In id order, as LMDB returns them (the detector's order among equals).
+        if len(result.records) > 1:
+            result.records = dict(sorted(result.records.items()))
         if probe.sketch:
             sketch = frozenset(probe.sketch)
             result.sharing = frozenset(doc_id for doc_id, record in result.records.items()
@@ -578,7 +666,8 @@ class RedisStore:
         self._flush()
         args = self._lookup_args(probe)
         with self._errors("lookup"):
-            replies = self._run("lookup", [(p, args) for p in self.partitions])
+            replies = self._run("lookup", [(p, self._with_fields(probe, args, p.index))
+                                           for p in self.partitions])
         return self._candidates(probe, replies)
 
     def lookup_or_add(self, probe: Probe, record: Record) -> Candidates:
@@ -593,9 +682,12 @@ class RedisStore:
             return self.lookup(probe)
         self._flush()
         partition = self.partitions[0]
-        args = self._lookup_args(probe) + [
-            self.retention, self.index_size, 1, 0, self.segment_seconds,
-            f"{int(record.first_seen) // 86400}:unique", record.encode(), _record_groups(record)]
+        args = self._with_fields(probe, self._lookup_args(probe), 0)
+        reuse, covered = _reused(probe, args[17], record, self.index_size) \
+            if self._bits[0] else (0, "")
+        args += [self.retention, self.index_size, 1, 0, self.segment_seconds,
+                 f"{int(record.first_seen) // 86400}:unique", record.encode(), reuse,
+                 self._postings_blob(record, self._bits[0], covered)]
         with self._errors("lookup"):
             reply = self._run("lookup_add", [(partition, args)])[0]
             added = int(reply[-1])
@@ -607,25 +699,37 @@ class RedisStore:
 
     @staticmethod
     def _parse_lookup(reply: list[Any], result: Candidates, tail_counts: list[int]) -> None:
-        items = iter(reply)
+        """Add one partition's reply (see find.lua) to ``result``."""
+        at = 0
 
         def ids() -> list[int]:
-            return [int(next(items)) for _ in range(int(next(items)))]
+            nonlocal at
+            count = int(reply[at])
+            at += 1 + count
+            return [int(v) for v in reply[at - count:at]] if count else []
 
         def scored() -> dict[int, int]:
-            return {int(next(items)): int(next(items)) for _ in range(int(next(items)))}
+            nonlocal at
+            count = int(reply[at])
+            at += 1 + 2 * count
+            return {int(reply[j]): int(reply[j + 1]) for j in range(at - 2 * count, at, 2)}
 
         result.by_message_id.extend(ids())
         result.by_digest.extend(ids())
-        result.histogram_window_size += int(next(items))
+        result.histogram_window_size += int(reply[at])
+        at += 1
         result.by_histogram.update(scored())
-        for index in range(int(next(items))):
-            tail_counts[index] += int(next(items))
+        tails = int(reply[at])
+        for index in range(tails):
+            tail_counts[index] += int(reply[at + 1 + index])
+        at += 1 + tails
         result.by_shingle.update(scored())
         result.by_chunk.update(scored())
-        for _ in range(int(next(items))):
-            doc_id = int(next(items))
-            result.records[doc_id] = Record.decode(doc_id, next(items))
+        count = int(reply[at])
+        decode = Record.decode
+        for j in range(at + 1, at + 1 + 2 * count, 2):
+            doc_id = int(reply[j])
+            result.records[doc_id] = decode(doc_id, reply[j + 1])
 
     @staticmethod
     def _trim(result: Candidates, limit: int, histogram_limit: int) -> None:
@@ -720,7 +824,8 @@ class RedisStore:
         mine = [op for op in ops if op.partition in (None, index)]
         others = [op for op in ops if op.partition not in (None, index)]
         ops.clear()
-        add = _Op(index, ("a", record.encode(), _record_groups(record)))
+        bits = self._bits[index]
+        add = _Op(index, ("a", record.encode(), self._postings_blob(record, bits), bits))
         replies = self._write(others + mine + [add])
         doc_id = int(replies[index][-1])
         record.doc_id = doc_id
@@ -921,18 +1026,52 @@ class RedisStore:
         else:
             yield from self.client.scan_iter(match=pattern, count=1000)
 
-    def _postings(self, record: Record) -> Iterator[tuple[str, bytes]]:
-        """(kind, key) of every posting of ``record``, as the write script makes them."""
-        yield "g", record.digest
+    def _postings(self, record: Record) -> list[tuple[str, bytes]]:
+        """(kind, key) of every posting of ``record``, each once, as the scripts make them
+        (``postings`` in store.lua)."""
+        found = [("g", record.digest)]
         if record.message_id_key:
-            yield "m", record.message_id_key
-        for value in record.sketch[:self.index_size]:
-            yield "s", value.to_bytes(LAYOUT.sketch_width, "big")
-        for digest, _length in record.chunks:
-            yield "k", digest.to_bytes(LAYOUT.chunk_digest_width, "big")
-        yield "H", min(record.histogram_sum, 0xFFFF).to_bytes(2, "big")
-        for key in histogram_keys(record.histogram, record.histogram_sum):
-            yield "h", histogram_key_number(key).to_bytes(4, "big")
+            found.append(("m", record.message_id_key))
+        found += [("s", value.to_bytes(LAYOUT.sketch_width, "big"))
+                  for value in record.sketch[:self.index_size]]
+        found += [("k", digest.to_bytes(LAYOUT.chunk_digest_width, "big"))
+                  for digest, _length in record.chunks]
+        found.append(("H", min(record.histogram_sum, 0xFFFF).to_bytes(2, "big")))
+        found += [("h", number.to_bytes(4, "big")) for number in _group_numbers(record.histogram)]
+        return list(dict.fromkeys(found))
+
+    def _postings_blob(self, record: Record, bits: int, covered: str = "") -> bytes:
+        """A record's postings for the write script but those of the kinds in ``covered``
+        (the lookup of the same script read them): each its field in a segment of ``bits``
+        (0: b"", the script reads them from the record), then its key; each once (as
+        ``_postings``, without making them one by one: this is on every add)."""
+        if not bits:
+            return b""
+        masks, tag = _masks(bits), _KIND_TAG
+        parts = []
+        if "s" not in covered:
+            mask, kind = masks["s"], tag["s"]
+            sketch = record.sketch[:self.index_size]
+            parts.append(struct.pack(f">{2 * len(sketch)}I", *[
+                value for h in sketch for value in (kind | (h & mask), h)]))
+        if "g" not in covered:
+            digest = record.digest
+            parts += [_U32.pack(tag["g"] | (_U32.unpack_from(digest)[0] & masks["g"])), digest]
+        if record.message_id_key and "m" not in covered:
+            key = record.message_id_key
+            parts += [_U32.pack(tag["m"] | (_U32.unpack_from(key)[0] & masks["m"])), key]
+        if record.chunks and "k" not in covered:
+            mask, kind = masks["k"], tag["k"]
+            for chunk in dict.fromkeys(digest for digest, _length in record.chunks):
+                parts.append(_U32.pack(kind | ((chunk >> 32) & mask))
+                             + chunk.to_bytes(LAYOUT.chunk_digest_width, "big"))
+        total = min(record.histogram_sum, 0xFFFF)
+        parts.append(_U32.pack(tag["H"] | (total & masks["H"])) + total.to_bytes(2, "big"))
+        if "h" not in covered:
+            mask, kind = masks["h"], tag["h"]
+            for number in dict.fromkeys(_group_numbers(record.histogram)):
+                parts.append(_U32.pack(kind | (number & mask)) + _U32.pack(number))
+        return b"".join(parts)
 
     def close(self) -> None:
         with self._connections_lock:

@@ -21,6 +21,9 @@ local POW = {}
 for j = 0, 32 do POW[j] = 2 ^ j end
 -- The write context, assigned by the scripts that write (write.lua, lookup_add.lua).
 local params, ret, index_size, parts, part, seg_ms
+-- Fields of the newest segment as the lookup read them (field -> value, false: absent), and
+-- the partition's 'c' fields it read, for the write that may follow in the same script.
+local read_cache = {values = {}}
 
 local function u16(s, o) local a, b = byte(s, o + 1, o + 2) return a * 256 + b end
 local function u32(s, o)
@@ -56,12 +59,18 @@ local function segments(text)
 end
 
 -- The field of a posting of ``kind`` under ``key`` in a segment of ``bits``: the kind, then
--- the low bits of the key's first 4 (sums: 2) bytes read as a number.
+-- the low ``bits - SHIFT[kind]`` bits of the key's first 4 (sums: 2) bytes read as a number,
+-- as 3 bytes.  The client sends the fields of a probe's and a record's keys computed for the
+-- newest segment's width; this is for the others (and for records moved or forgotten).
 local function field(kind, key, bits)
+  local kw = KEY_WIDTH[kind] == 2 and 2 or 4
   local b = bits - SHIFT[kind]
-  if b < 0 then b = 0 end
-  local v = (KEY_WIDTH[kind] == 2 and u16(key, 0) or u32(key, 0)) % POW[b]
-  return kind .. char(floor(v / 65536), floor(v / 256) % 256, v % 256)
+  if b > 8 * kw then b = 8 * kw end
+  if b > 16 then return kind .. char(byte(key, kw - 2) % POW[b - 16]) .. sub(key, kw - 1, kw)
+  elseif b > 8 then return kind .. '\0' .. char(byte(key, kw - 1) % POW[b - 8]) .. sub(key, kw, kw)
+  elseif b > 0 then return kind .. '\0\0' .. char(byte(key, kw) % POW[b])
+  end
+  return kind .. '\0\0\0'
 end
 
 -- Ids (newest first) of the entries for ``key`` in a field's ``value``, at most ``limit``,
@@ -83,10 +92,12 @@ local function entries(value, key, limit, out)
   return n
 end
 
--- A histogram group key's number (the rule's index, see mailfilter.store.histogram_keys):
--- the group, the sum and the group's 12 bins read as one big-endian number, modulo a prime.
-local function group_number(g, sum, hist)
-  local h = (g * 65536 + sum) % HISTOGRAM_PRIME
+-- The number a histogram group key is filed under in Redis (the client's
+-- mailfilter.store.histogram_group_number): the group and its 12 bins read as one
+-- big-endian number, modulo a prime.  (Without the sum: a lookup reads one key per group,
+-- and checks the sums of what it finds.)
+local function group_number(g, hist)
+  local h = g % HISTOGRAM_PRIME
   for j = g + 1, 36, HISTOGRAM_GROUPS do h = (h * 256 + byte(hist, j)) % HISTOGRAM_PRIME end
   return h
 end

@@ -4,7 +4,7 @@
 local state   -- the partition's 'c' fields the writes need, read once per script
 local function open_state()
   if state then return state end
-  local got = redis.call('HMGET', base .. 'c', 'p', 'cur', 'segs')
+  local got = read_cache.meta or redis.call('HMGET', base .. 'c', 'p', 'segs', 'cur')
   local created = 0
   if not got[1] then
     redis.call('HSET', base .. 'c', 'p', params)
@@ -14,7 +14,7 @@ local function open_state()
   end
   local t = redis.call('TIME')
   state = {created = created, now_ms = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000),
-           cur = got[2], segs = segments(got[3]), segs_text = got[3] or ''}
+           cur = got[3], segs = segments(got[2]), segs_text = got[2] or ''}
   state.expire_ms = state.now_ms + ret * 1000
   return state
 end
@@ -55,8 +55,8 @@ end
 
 local function has_content(data) return u32(data, O_WORD_COUNT) > 0 or u16(data, O_N_CHUNKS) > 0 end
 
--- (kind, key) of every posting of a record, each once.
-local function postings(data, group_keys)
+-- (kind, key) of every posting of a record, each once (as RedisStore._postings).
+local function postings(data)
   local list, seen = {}, {}
   local function add(kind, key)
     local name = kind .. key
@@ -75,12 +75,8 @@ local function postings(data, group_keys)
   end
   local sum = sub(data, O_HISTOGRAM_SUM + 1, O_HISTOGRAM_SUM + 2)
   add('H', sum)
-  if group_keys == nil or group_keys == '' then
-    local hist, s = sub(data, O_HISTOGRAM + 1, O_HISTOGRAM + 36), u16(sum, 0)
-    group_keys = ''
-    for g = 0, HISTOGRAM_GROUPS - 1 do group_keys = group_keys .. p32(group_number(g, s, hist)) end
-  end
-  for _, key in ipairs(split(group_keys, 4)) do add('h', key) end
+  local hist = sub(data, O_HISTOGRAM + 1, O_HISTOGRAM + 36)
+  for g = 0, HISTOGRAM_GROUPS - 1 do add('h', p32(group_number(g, hist))) end
   return list
 end
 
@@ -96,32 +92,76 @@ local function trim(value, width, kw)
   return table.concat(kept)
 end
 
--- Put a record and its postings in a segment.
-local function put(seg, id, data, group_keys)
-  local list = postings(data, group_keys)
-  local fields, slot = {}, {}
-  for j, p in ipairs(list) do
-    local f = field(p[1], p[2], seg.bits)
-    if slot[f] == nil then fields[#fields + 1] = f; slot[f] = #fields end
-    p[3] = slot[f]
+-- Put a record and its postings in a segment.  ``sent``: the postings as the client sent
+-- them (each its field for the width ``sent_bits``, then its key), after the first
+-- ``reuse`` keys the lookup of the same script read (with their fields there); else they
+-- are read from the record.  Fields the lookup read there are not read again.
+local function put(seg, id, data, sent, sent_bits, reuse)
+  local keys, names = {}, {}
+  local same = read_cache.key == seg.key
+  local cache = same and read_cache.values or {}
+  read_cache.key = nil   -- (the values change now)
+  if reuse and reuse > 0 then
+    local wkind, wkey, wfield = read_cache.wkind, read_cache.wkey, read_cache.wfield
+    for j = 1, reuse do
+      keys[j] = wkey[j]
+      names[j] = same and wfield[j] or field(wkind[j], wkey[j], seg.bits)
+    end
   end
-  local values = redis.call('HMGET', seg.key, unpack(fields))
-  for _, p in ipairs(list) do
-    local width = #p[2] + ID
-    local v = p[2] .. id .. (values[p[3]] or '')
+  if sent and sent ~= '' then
+    local off, n = 1, #sent
+    while off <= n do
+      local f = sub(sent, off, off + 3)
+      local kind = sub(f, 1, 1)
+      local kw = KEY_WIDTH[kind]
+      local key = sub(sent, off + 4, off + 3 + kw)
+      keys[#keys + 1] = key
+      names[#names + 1] = sent_bits == seg.bits and f or field(kind, key, seg.bits)
+      off = off + 4 + kw
+    end
+  else
+    for _, p in ipairs(postings(data)) do
+      keys[#keys + 1] = p[2]
+      names[#names + 1] = field(p[1], p[2], seg.bits)
+    end
+  end
+  local fields, slot, values, missing, missing_at, at_field = {}, {}, {}, {}, {}, {}
+  for j, f in ipairs(names) do
+    local k = slot[f]
+    if k == nil then
+      k = #fields + 1
+      fields[k], slot[f] = f, k
+      local known = cache[f]
+      if known == nil then
+        missing[#missing + 1] = f
+        missing_at[#missing] = k
+      else
+        values[k] = known
+      end
+    end
+    at_field[j] = k
+  end
+  if #missing > 0 then
+    local got = redis.call('HMGET', seg.key, unpack(missing))
+    for j, k in ipairs(missing_at) do values[k] = got[j] end
+  end
+  for j, key in ipairs(keys) do
+    local k = at_field[j]
+    local width = #key + ID
+    local v = key .. id .. (values[k] or '')
     local n = #v / width
-    if n >= KEEP_POSTINGS + 256 and n % 256 == 0 then v = trim(v, width, #p[2]) end
-    values[p[3]] = v
+    if n >= KEEP_POSTINGS + 256 and n % 256 == 0 then v = trim(v, width, #key) end
+    values[k] = v
   end
   local args = {'d' .. id, data}
-  for j, f in ipairs(fields) do args[#args + 1] = f; args[#args + 1] = values[j] end
+  for k, f in ipairs(fields) do args[#args + 1] = f; args[#args + 1] = values[k] end
   redis.call('HSET', seg.key, unpack(args))
   redis.call('PEXPIREAT', seg.key, state.expire_ms)
 end
 
 -- Take a record and its postings out of a segment.
 local function unput(seg, id, data)
-  local list = postings(data, nil)
+  local list = postings(data)
   local fields, slot = {}, {}
   for _, p in ipairs(list) do
     local f = field(p[1], p[2], seg.bits)
@@ -207,14 +247,14 @@ local function touch(id, when, recips)
     redis.call('PEXPIREAT', seg.key, state.expire_ms)
   else
     unput(seg, id, old)
-    put(current, id, data, nil)
+    put(current, id, data, nil, nil)
   end
   note_time(id, last)
   return 1
 end
 
 -- Store a record under ``id`` (ARGV-given on an upgrade, else the next one).
-local function insert(data, group_keys, id)
+local function insert(data, sent, sent_bits, id, reuse)
   local counter
   if id then
     counter = tonumber(redis.call('HGET', base .. 'c', 'n')) or 0
@@ -222,14 +262,14 @@ local function insert(data, group_keys, id)
     counter = redis.call('HINCRBY', base .. 'c', 'n', 1)
     id = p40(counter * parts + part)
   end
-  put(current_segment(counter), id, data, group_keys)
+  put(current_segment(counter), id, data, sent, sent_bits, reuse)
   note_time(id, u32(data, O_LAST_SEEN))
   return u40(id, 0)
 end
 
 -- Add a record; one with the same digest and some content is a sighting of that one instead
 -- (so two hosts racing with one message leave one record).
-local function add(data, group_keys, check_digest)
+local function add(data, sent, sent_bits, check_digest, reuse)
   if check_digest and has_content(data) then
     local digest = sub(data, O_DIGEST + 1, O_DIGEST + 16)
     for _, seg in ipairs(state.segs) do
@@ -248,7 +288,7 @@ local function add(data, group_keys, check_digest)
       end
     end
   end
-  return insert(data, group_keys, nil)
+  return insert(data, sent, sent_bits, nil, reuse)
 end
 
 local function forget(id)
