@@ -72,6 +72,16 @@ def test_schema_1_records_decode_without_features() -> None:
         Record.decode(5, b"\x09" + schema1.encode(record)[1:])
 
 
+def test_schema_1_records_flagged_with_features_keep_them() -> None:
+    """A record of the interim encoding (schema 1, flags bit 1, then the features as
+    schema 2 has them) is read with its features."""
+    record = sample_record(features=b"feat" * 20)
+    data = bytearray(schema1.encode(record))
+    data[1] = 1
+    data += len(record.features).to_bytes(2, "big") + record.features
+    assert Record.decode(4, bytes(data)) == dataclasses.replace(record, doc_id=4)
+
+
 def test_the_layout_says_where_every_field_is() -> None:
     """What the Redis scripts read: every header field at its offset, then the sections."""
     record = sample_record(chunks=((0x0102030405060708, 9),), recipients=(11, 12))
@@ -187,6 +197,22 @@ def test_stats_count_records_times_and_verdicts(engine: Engine) -> None:
     assert stats["newest"] == 1_790_000_100
     day = 1_790_000_000 // 86400 * 86400
     assert stats["verdicts_per_day"] == {day: {"unique": 4, "duplicate": 1}}
+
+
+@every_backend
+def test_part_digests_find_the_records_of_a_message_s_parts(store: Store) -> None:
+    """Probe.part_digests: the newest few records under each, reported by digest."""
+    part = sample_record(1, word_count=0, chunks=())   # shared digests need no content
+    ids = [store.add(dataclasses.replace(part, message_id=f"<p{n}@x>")) for n in range(6)]
+    other = store.add(sample_record(2))
+    probe = Probe(message_id_key=None, digest=bytes(16), histogram=bytes(36),
+                  histogram_sum=0, histogram_window=0, histogram_max_positions=2,
+                  sketch_index=(), min_shared=1, chunk_index=(), posting_cap=48,
+                  max_candidates=24,
+                  part_digests=(part.digest, sample_record(2).digest, bytes(range(16))))
+    found = store.lookup(probe)
+    assert sorted(found.by_digest) == sorted(ids[-4:] + [other])
+    assert set(found.records) == set(found.by_digest)
 
 
 @every_backend

@@ -84,7 +84,8 @@ def make_probe(rng: random.Random, families: list[Family], stored: list[Record],
         posting_cap=100_000, max_candidates=100_000, tail_hashes=tail,
         common_postings=1 << 62 if cluster else rng.choice([2, 3, 8, 1 << 62]),
         sketch=sketch if index else (),
-        histogram_candidates=None if cluster else rng.choice([None, 1, 3]))
+        histogram_candidates=None if cluster else rng.choice([None, 1, 3]),
+        part_digests=tuple(r.digest for r in rng.sample(stored, rng.choice([0, 0, 1, 3]))))
 
 
 def names(store_ids: dict[int, str], ids: Any) -> Any:

@@ -1,9 +1,16 @@
 """The memory of seen mail: the :class:`Store` protocol, records, and ``open_store``.
 
 A store keeps hashes and counts, never message text: a record is a fingerprint, the hashes
-of its recipients, times and a seen-counter, plus the Message-ID (needed for ``match=``).
-It answers one :class:`Probe` with one :class:`Candidates` (one read transaction, or one
-round trip for a networked store); it never decides verdicts.
+of its recipients, times and a seen-counter, the Message-ID (needed for ``match=``) and the
+detector's own small ``features``, opaque to the store.  It answers one :class:`Probe` with
+one :class:`Candidates` (one read transaction, or one round trip for a networked store); it
+never decides verdicts.  Two backends implement :class:`Store`: LMDB (``lmdb.py``, the
+default) and Redis or Redis Cluster (``redis/``); tests run the same behaviours on both.
+
+The record codec (:meth:`Record.encode`, :meth:`Record.decode`) is schema 2; schema 1
+records (no features) are still read, so stores written before open as they are.  Its
+layout is exported as :data:`LAYOUT`, from which the Redis scripts take every offset.  The
+histogram index (:func:`histogram_keys`) is defined here too, for both backends.
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ T = TypeVar("T")
 # 0.x, no ``features``) is still read; records are written as version 2.
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = frozenset({1, 2})
-# Ids read per Message-ID and per digest by a lookup (the newest), in every backend.
+# Ids read per Message-ID and per digest by a lookup (the newest), in every backend, and
+# per part digest (Probe.part_digests).
 NEWEST_EXACT = 16
+NEWEST_PART = 4
 MESSAGE_ID_MAX = 250
 RECIPIENTS_MAX = 64
 FEATURES_MAX = 1024
@@ -218,7 +227,7 @@ class Record:
         """The record encoded in ``data``, schema version 1 or 2 (positional construction
         and cached formats: a check decodes up to ``max_candidates`` records, so this is on
         its hot path)."""
-        (version, _flags, first_seen, last_seen, seen, histogram, histogram_sum,
+        (version, flags, first_seen, last_seen, seen, histogram, histogram_sum,
          histogram_chars, shingle_count, word_count, digest, msgid_key, n_sketch, n_chunks,
          n_recipients, n_message_id) = _HEADER.unpack_from(data, 0)
         if version not in READABLE_VERSIONS:
@@ -240,7 +249,9 @@ class Record:
         message_id = str(data[offset:offset + n_message_id], "utf-8", "replace") \
             if n_message_id else None
         features = b""
-        if version > 1:
+        # Schema 2 records end with their features; so do schema 1 records flagged so
+        # (an interim encoding that never bumped the schema).
+        if version > 1 or flags & _SCHEMA_1_FEATURES:
             offset += n_message_id
             (n_features,) = _U16.unpack_from(data, offset)
             features = bytes(data[offset + 2:offset + 2 + n_features])
@@ -253,6 +264,7 @@ class Record:
 
 
 _NO_KEY = bytes(16)
+_SCHEMA_1_FEATURES = 1   # flags bit of a schema 1 record that ends with features
 _SKETCHES: dict[int, struct.Struct] = {}
 _RECIPIENTS: dict[int, struct.Struct] = {}
 
@@ -288,6 +300,9 @@ class Probe:
     # At most this many histogram-window matches (closest, then oldest); None: as many as
     # ``max_candidates``.
     histogram_candidates: int | None = None
+    # More exact digests to look up (a short message's parts: see
+    # ``Fingerprint.part_digests``); what they find is reported in ``by_digest``.
+    part_digests: tuple[bytes, ...] = ()
 
     @property
     def histogram_limit(self) -> int:

@@ -48,6 +48,7 @@ import numpy as np
 from mailfilter.store import (
     HISTOGRAM_GROUPS,
     NEWEST_EXACT,
+    NEWEST_PART,
     READABLE_VERSIONS,
     SCHEMA_VERSION,
     Candidates,
@@ -474,6 +475,9 @@ class LmdbStore:
             result.by_message_id = self._postings(cursor, probe.message_id_key, NEWEST_EXACT)
         cursor = txn.cursor(db=self.index["by_digest"])
         result.by_digest = self._postings(cursor, probe.digest, NEWEST_EXACT)
+        for digest in probe.part_digests:
+            result.by_digest += [i for i in self._postings(cursor, digest, NEWEST_PART)
+                                 if i not in result.by_digest]
         if probe.histogram_window > 0:
             self._histogram_window(txn, probe, result)
         shingles = txn.cursor(db=self.index["by_shingle"])

@@ -1,25 +1,36 @@
 """The shared store: the :class:`~mailfilter.store.Store` protocol on Redis or Redis Cluster.
 
-Several mail hosts check and record against one Redis.  Records expire by Redis TTL, equal
-to the retention period, so :meth:`RedisStore.prune` has nothing to do.
+Several mail hosts check and record against one Redis.  Records expire with the segment
+that holds them, one retention period after it was last written, so
+:meth:`RedisStore.prune` has nothing to do.
 
 Keys (``P`` is the key prefix, ``{T}`` a partition's hash tag; binary parts are raw bytes):
 
-====================  ===========  ===============================================  =========
-key                   type         members / value                                  TTL
-====================  ===========  ===============================================  =========
-``P meta``            string       JSON: schema, fingerprint parameters, partitions  none
-``P{T}p``             string       id of the parameters (checked by every script)   none
-``P{T}n``             string       INCR counter of the partition's record ids       none
-``P{T}d<id>``         string       encoded :class:`~mailfilter.store.Record`        retention
-``P{T}m<msgid key>``  sorted set   id, scored by last seen                          retention
-``P{T}g<digest>``     sorted set   id, scored by last seen                          retention
-``P{T}h<sum>``        sorted set   histogram (36 bytes) + id, scored by last seen   retention
-``P{T}s<hash>``       sorted set   id, scored by last seen (newest 1000 kept)       retention
-``P{T}k<chunk>``      sorted set   id, scored by last seen (newest 1000 kept)       retention
-``P{T}t``             sorted set   id, scored by last seen (the ``by_time`` index)  retention
-``P{T}c``             hash         ``day:verdict`` → count                          none
-====================  ===========  ===============================================  =========
+==============  ===========  ======================================================  =========
+key             type         fields / members                                        TTL
+==============  ===========  ======================================================  =========
+``P meta``      string       JSON: schema, fingerprint parameters, partitions         none
+``P{T}c``       hash         ``p`` parameters id, ``n`` id counter, ``cur`` and        none
+                             ``segs`` the segments, ``DAY:VERDICT`` counts
+``P{T}x<n>``    hash         a *segment*: ``d<id>`` → encoded                         retention
+                             :class:`~mailfilter.store.Record`; posting fields
+                             ``<kind><3 bytes>`` → entries (key + 5-byte id)
+``P{T}t``       sorted set   decimal id, scored by last seen (stats, verify)          retention
+==============  ===========  ======================================================  =========
+
+A record and all its postings live in one segment: the one being written when it was added
+(or seen again: a touch moves an older segment's record, postings included, to it).  A
+posting is an entry in a field of its segment: the kind (``s`` sketch hash, ``g`` body
+digest, ``m`` Message-ID key, ``k`` attachment chunk, ``h`` histogram group, ``H`` histogram
+sum) and the low bits of its key's first bytes name the field, so that one field holds the
+postings of many keys (about ``ENTRIES_PER_FIELD``) and a record's ~30 postings are written
+with one ``HSET``: a new record writes 3 keys (its segment, ``c``, ``t``).  Entries are
+newest first; at most ``KEEP_POSTINGS`` per key and segment are kept.  A segment is written
+for a quarter of the retention (or until it holds more records than its field count was
+made for, then a larger one starts) and expires whole one retention after its last write,
+taking its records' postings with it.  The field counts grow with the records a segment
+is expected to hold (its ``bits``, kept in ``segs``).  Schema 1 stores (a key per record
+and per posting) are upgraded in place by the first process that opens them.
 
 A *partition* is a complete index over part of the records; all its keys share one hash tag,
 so one Lua script can read or write all of them on one node.  A single server has one
@@ -28,8 +39,11 @@ in the URL when it is created), with tags chosen so that their slots fall in eve
 slot ranges; a record goes to the partition of its body digest (so exact repeats meet in
 one script), and a check runs the lookup script on every partition in one pipelined round.
 
-Round trips: a check is one ``EVALSHA`` of the lookup script (on a cluster: one per partition,
-sent to all nodes at once).  Recording is one ``EVALSHA`` of the write script: inside
+Round trips: a check is one ``EVALSHA`` of the lookup script (on a cluster: one per
+partition, sent to all nodes at once): one ``HMGET`` per live segment of the fields the
+message's keys fall in (the client sends those fields, computed for the width of the newest
+segment it last saw), the entries matched in the script, the candidates' records with one
+more ``HMGET``.  Recording is one ``EVALSHA`` of the write script: inside
 :meth:`RedisStore.atomically` the verdict counter and a touch are buffered and travel with
 the add (or are sent together at the end).  Check and record are two round trips, not one
 transaction: two hosts receiving the same message in the same millisecond can both call it
@@ -66,6 +80,7 @@ from mailfilter.store import (
     HISTOGRAM_PRIME,
     LAYOUT,
     NEWEST_EXACT,
+    NEWEST_PART,
     READABLE_VERSIONS,
     SCHEMA_VERSION,
     Candidates,
@@ -148,10 +163,10 @@ def lua_constants() -> str:
     values.update(W_SKETCH=LAYOUT.sketch_width, W_CHUNK=LAYOUT.chunk_width,
                   W_CHUNK_DIGEST=LAYOUT.chunk_digest_width, W_RECIPIENT=LAYOUT.recipient_width,
                   RECIPIENTS_MAX=LAYOUT.recipients_max, KEEP_POSTINGS=KEEP_POSTINGS,
-                  NEWEST_EXACT=NEWEST_EXACT, SEGMENT_RECORDS_MIN=SEGMENT_RECORDS_MIN,
-                  ENTRIES_PER_FIELD=ENTRIES_PER_FIELD, SEGMENT_BITS_MIN=SEGMENT_BITS_MIN,
-                  SEGMENT_BITS_MAX=SEGMENT_BITS_MAX, HISTOGRAM_GROUPS=HISTOGRAM_GROUPS,
-                  HISTOGRAM_PRIME=HISTOGRAM_PRIME)
+                  NEWEST_EXACT=NEWEST_EXACT, NEWEST_PART=NEWEST_PART,
+                  SEGMENT_RECORDS_MIN=SEGMENT_RECORDS_MIN, ENTRIES_PER_FIELD=ENTRIES_PER_FIELD,
+                  SEGMENT_BITS_MIN=SEGMENT_BITS_MIN, SEGMENT_BITS_MAX=SEGMENT_BITS_MAX,
+                  HISTOGRAM_GROUPS=HISTOGRAM_GROUPS, HISTOGRAM_PRIME=HISTOGRAM_PRIME)
     lines = [f"local {name} = {value}\n" for name, value in values.items()]
     for table, attribute in (("KEY_WIDTH", "key_width"), ("SHIFT", "shift")):
         pairs = ", ".join(f"{kind} = {getattr(kind_, attribute)}" for kind, kind_ in KINDS.items())
@@ -249,8 +264,8 @@ def _probe_groups(probe: Probe) -> bytes:
 def _probe_fields(probe: Probe, groups: bytes, bits: int) -> bytes:
     """The fields of the probe's keys in a segment of ``bits``, in the order find.lua makes
     its wants: Message-ID, digest, sketch index, chunks, histogram (group keys or sums),
-    then the last-line hashes outside the index.  (Each is the kind's letter, then the key
-    number's low bits as 3 bytes: one 32-bit number.)"""
+    part digests, then the last-line hashes outside the index.  (Each is the kind's letter,
+    then the key number's low bits as 3 bytes: one 32-bit number.)"""
     masks, tag = _masks(bits), _KIND_TAG
     numbers: list[int] = []
     if probe.message_id_key:
@@ -267,6 +282,8 @@ def _probe_fields(probe: Probe, groups: bytes, bits: int) -> bytes:
         else:
             numbers += [tag["H"] | (value & masks["H"]) for value in histogram_probe_sums(
                 probe.histogram_sum, probe.histogram_window)]
+    numbers += [tag["g"] | (_U32.unpack_from(digest)[0] & masks["g"])
+                for digest in probe.part_digests]
     if probe.tail_hashes:
         index = set(probe.sketch_index)
         numbers += [kind | (h & mask) for h in dict.fromkeys(probe.tail_hashes)
@@ -633,9 +650,11 @@ class RedisStore:
 
     def _with_fields(self, probe: Probe, args: list[Any], partition: int) -> list[Any]:
         """``args`` and the fields of the probe's keys for the partition's newest segment
-        (as the client last saw it), which spare the script computing them."""
+        (as the client last saw it), which spare the script computing them; then the part
+        digests."""
         bits = self._bits[partition]
-        return [*args, bits, _probe_fields(probe, args[-1], bits) if bits else b""]
+        return [*args, bits, _probe_fields(probe, args[-1], bits) if bits else b"",
+                b"".join(probe.part_digests)]
 
     def _candidates(self, probe: Probe, replies: list[Any]) -> Candidates:
         result = Candidates()

@@ -7,7 +7,7 @@
 -- hash's postings, the probe's histogram group keys (4 bytes each, one per group; '' to read
 -- the whole sum window instead), then the width the client expects the newest segment to
 -- have and the fields of the probe's keys for it (4 bytes each, in the order of the wants
--- below).  It builds ``out`` (see RedisStore._parse_lookup; its first item is the newest
+-- below), and the probe's part digests (16 bytes each).  It builds ``out`` (see RedisStore._parse_lookup; its first item is the newest
 -- segment's width, for the client's next call), ``order`` (the ids of the records
 -- returned) and ``docs`` (id -> record).
 --
@@ -28,7 +28,7 @@ local all_tails = ARGV[15] == '1'
 local hmax = tonumber(ARGV[16])   -- Probe.histogram_limit: at most maxc
 local count_limit = tonumber(ARGV[17])
 local sent_bits, sent_fields = tonumber(ARGV[19]), ARGV[20]
-local at = 21
+local at = 22
 
 local meta = redis.call('HMGET', base .. 'c', 'p', 'segs', 'cur')
 if meta[1] and meta[1] ~= ARGV[1] then
@@ -132,6 +132,9 @@ if window > 0 then
   end
 end
 local hlast = #wkind
+-- A short message's parts: their newest records count as found by digest.
+local pwants = {}
+for j, d in ipairs(split(ARGV[21], 16)) do pwants[j] = want('g', d, NEWEST_PART) end
 read(1, #wkind)
 -- The wants a record of this message has as postings, for lookup_add.lua: the first
 -- ``reuse`` of them (the client knows how many), with their fields in the newest segment.
@@ -253,6 +256,17 @@ else
   end
 
   local mids, dids = wm and ids_of(wm) or none, ids_of(wg)
+  if #pwants > 0 then
+    local listed = {}
+    local all = {}
+    for _, id in ipairs(dids) do listed[id] = true; all[#all + 1] = id end
+    for _, j in ipairs(pwants) do
+      for _, id in ipairs(ids_of(j)) do
+        if not listed[id] then listed[id] = true; all[#all + 1] = id end
+      end
+    end
+    dids = all
+  end
   local wanted = {}
   for _, list in ipairs({mids, dids}) do
     for _, id in ipairs(list) do wanted[#wanted + 1] = id end
