@@ -284,6 +284,39 @@ def redis_memory(files: list[str], redis: Redis) -> str:
     return "\n".join(lines)
 
 
+def redis_fill(count: int, corpus_files: list[str], redis: Redis) -> str:
+    """Redis memory per record at ``count`` records shaped like the corpus's (scale.py's
+    synthetic records, added in batches through the write script)."""
+    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(BENCH))
+    import numpy as np
+    from scale import synthetic_records
+
+    from mailfilter.config import load_settings
+    from mailfilter.engine import Engine
+
+    settings = load_settings(search=False)
+    redis.client.flushall()
+    before = redis.memory()
+    with Engine(settings, redis.url) as engine:
+        bases = [engine.analyse(Path(name).read_bytes()) for name in corpus_files]
+        generator = np.random.default_rng(11)
+        started = time.perf_counter()
+        for offset in range(0, count, 10_000):
+            records = synthetic_records(bases, min(10_000, count - offset), offset,
+                                        settings.fingerprint.sketch_size, generator)
+            for start in range(0, len(records), 100):
+                engine.store.atomically(lambda chunk=records[start:start + 100]: [
+                    engine.store.add(r) for r in chunk])
+        seconds = time.perf_counter() - started
+        stats = engine.store.stats()
+    after = redis.memory()
+    per = (after - before) / max(1, int(stats["records"]))
+    return (f"Redis filled with {stats['records']:,} synthetic records in {seconds:.0f} s "
+            f"({stats['segments']} segments): used_memory {before / 1e6:.1f} -> "
+            f"{after / 1e6:.1f} MB, {per:.0f} bytes per record")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -295,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
                              "mailfilter (e.g. one with a detector change)")
     parser.add_argument("--no-import", action="store_true",
                         help="leave out the dupfilter-db import rows")
+    parser.add_argument("--fill", type=int, default=0, metavar="N",
+                        help="also fill Redis with N records shaped like the corpus's and "
+                             "report its memory per record")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -333,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {round_no + 1} done (load average {os.getloadavg()[0]:.1f})",
                       flush=True)
             memory = redis_memory(files, redis)
+            if args.fill:
+                memory += "\n" + redis_fill(args.fill, files, redis)
         finally:
             redis.stop()
     med = statistics.median

@@ -168,6 +168,9 @@ def lua_constants() -> str:
                   SEGMENT_BITS_MIN=SEGMENT_BITS_MIN, SEGMENT_BITS_MAX=SEGMENT_BITS_MAX,
                   HISTOGRAM_GROUPS=HISTOGRAM_GROUPS, HISTOGRAM_PRIME=HISTOGRAM_PRIME)
     lines = [f"local {name} = {value}\n" for name, value in values.items()]
+    # Tables and strings written out (a script builds its constants on every call).
+    lines.append("local POW = {[0] = 1, " + ", ".join(str(1 << j) for j in range(1, 33)) + "}\n")
+    lines.append("local ZERO16 = '" + "\\0" * 16 + "'\n")
     for table, attribute in (("KEY_WIDTH", "key_width"), ("SHIFT", "shift")):
         pairs = ", ".join(f"{kind} = {getattr(kind_, attribute)}" for kind, kind_ in KINDS.items())
         lines.append(f"local {table} = {{{pairs}}}\n")

@@ -15,10 +15,7 @@
 local base = KEYS[1]
 local byte, sub, char, find = string.byte, string.sub, string.char, string.find
 local floor = math.floor
-local ZERO16 = string.rep('\0', 16)
 local ID = 5
-local POW = {}
-for j = 0, 32 do POW[j] = 2 ^ j end
 -- The write context, assigned by the scripts that write (write.lua, lookup_add.lua).
 local params, ret, index_size, parts, part, seg_ms
 -- Fields of the newest segment as the lookup read them (field -> value, false: absent), and
