@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 import struct
 import threading
@@ -93,10 +94,14 @@ _GROUPED = _Entries(width=15 + 24 + 8, group=0, bins=3, id=39)
 _BY_SUM = _Entries(width=2 + 36 + 8, group=None, bins=2, id=38)
 
 
+_OUTSIDE = [operator.itemgetter(*[position for position in range(36)
+                                   if position % HISTOGRAM_GROUPS != group])
+            for group in range(HISTOGRAM_GROUPS)]
+
+
 def _others(histogram: bytes, group: int) -> bytes:
     """The bins of ``histogram`` outside ``group``, in order (a by_hist value's bins)."""
-    return bytes(value for position, value in enumerate(histogram)
-                 if position % HISTOGRAM_GROUPS != group)
+    return bytes(_OUTSIDE[group](histogram))
 
 
 def _images(histogram: bytes, layout: _Entries) -> list[bytes]:
@@ -597,8 +602,14 @@ class LmdbStore:
         shingles = [(_U32.pack(value), key) for value in record.sketch[:self.index_size]]
         if shingles:   # one C call for the (usually 24) shingle postings
             txn.cursor(db=self.index["by_shingle"]).putmulti(shingles, dupdata=True)
+        histograms = []
         for name, index_key, value in self._index_entries(record, shingles=False):
-            txn.put(index_key, value, db=self.index[name], dupdata=True)
+            if name == "by_hist":
+                histograms.append((index_key, value))
+            else:
+                txn.put(index_key, value, db=self.index[name], dupdata=True)
+        if histograms:  # its three group entries in one C call
+            txn.cursor(db=self.index["by_hist"]).putmulti(histograms, dupdata=True)
         txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
         return doc_id
 
