@@ -444,3 +444,26 @@ def test_a_schema_1_store_opens_and_checks_fine(tmp_path: Path, settings: Settin
         assert stats["records"] == 6
         assert stats["verdicts_per_day"][1_700_000_000 // 86400 * 86400] == {
             "unique": 5, "duplicate": 1, "near-duplicate": 1}
+
+
+def test_a_schema_1_store_that_cannot_be_written_is_read_as_it_is(
+        tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Someone who may only read a 0.x store (no write access, so no upgrade) still gets
+    answers from it: its histogram index is by_sum, read as the sum window."""
+    import mailfilter.store.lmdb as lmdb_store
+    text = paragraph_text(950, count=600)
+    with Engine(settings, str(tmp_path / "probe")) as scratch:
+        analysis = scratch.analyse(make_message(text, message_id="<h@x>"))
+        record = scratch.detector._new_record(analysis.fingerprint, "<h@x>", (), 1000, 1)
+    schema1.write_lmdb(tmp_path / "old", settings.fingerprint.store_parameters(), [record])
+    real_access = os.access
+    monkeypatch.setattr(lmdb_store.os, "access", lambda path, mode: real_access(
+        path, mode) and not mode & os.W_OK)
+    store = LmdbStore(tmp_path / "old", settings.fingerprint.store_parameters(), readonly=True)
+    with Engine(settings, store=store) as engine:   # (closes the store)
+        assert store._by_sum is not None and store.verify() == []
+        variant = text.replace(".", "!").replace(" ", " -- ", 3)   # same letters, new digest
+        verdict = engine.check(make_message(variant, message_id="<v@x>"), record=False)
+        assert (verdict.verdict, verdict.reason) == ("near-duplicate", "shingles")
+        probe = engine.detector.probe(engine.analyse(make_message(variant)).fingerprint, None)
+        assert store.lookup(probe).by_histogram == {1: 0}
