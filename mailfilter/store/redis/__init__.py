@@ -721,32 +721,30 @@ class RedisStore:
 
     @staticmethod
     def _parse_lookup(reply: list[Any], result: Candidates, tail_counts: list[int]) -> None:
-        """Add one partition's reply (see find.lua) to ``result``."""
-        at = 0
-
-        def ids() -> list[int]:
-            nonlocal at
-            count = int(reply[at])
-            at += 1 + count
-            return [int(v) for v in reply[at - count:at]] if count else []
-
-        def scored() -> dict[int, int]:
-            nonlocal at
-            count = int(reply[at])
-            at += 1 + 2 * count
-            return {int(reply[j]): int(reply[j + 1]) for j in range(at - 2 * count, at, 2)}
-
-        result.by_message_id.extend(ids())
-        result.by_digest.extend(ids())
+        """Add one partition's reply (see find.lua) to ``result``: Message-ID ids, digest
+        ids, window size, histogram (id, positions), tail counts, shingle (id, count),
+        chunk (id, count), then (id, record) pairs; each list after its length."""
+        count = int(reply[0])
+        if count:
+            result.by_message_id.extend(int(v) for v in reply[1:1 + count])
+        at = 1 + count
+        count = int(reply[at])
+        if count:
+            result.by_digest.extend(int(v) for v in reply[at + 1:at + 1 + count])
+        at += 1 + count
         result.histogram_window_size += int(reply[at])
+        for into in (result.by_histogram, None, result.by_shingle, result.by_chunk):
+            at += 1
+            count = int(reply[at])
+            if into is None:    # the tail counts, between the histogram and the shingles
+                for index in range(count):
+                    tail_counts[index] += int(reply[at + 1 + index])
+                at += count
+            elif count:
+                for j in range(at + 1, at + 1 + 2 * count, 2):
+                    into[int(reply[j])] = int(reply[j + 1])
+                at += 2 * count
         at += 1
-        result.by_histogram.update(scored())
-        tails = int(reply[at])
-        for index in range(tails):
-            tail_counts[index] += int(reply[at + 1 + index])
-        at += 1 + tails
-        result.by_shingle.update(scored())
-        result.by_chunk.update(scored())
         count = int(reply[at])
         decode = Record.decode
         for j in range(at + 1, at + 1 + 2 * count, 2):
