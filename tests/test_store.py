@@ -467,3 +467,20 @@ def test_a_schema_1_store_that_cannot_be_written_is_read_as_it_is(
         assert (verdict.verdict, verdict.reason) == ("near-duplicate", "shingles")
         probe = engine.detector.probe(engine.analyse(make_message(variant)).fingerprint, None)
         assert store.lookup(probe).by_histogram == {1: 0}
+
+
+def test_verify_checks_the_histogram_index(engine: Engine) -> None:
+    for seed in range(3):
+        engine.check(make_message(paragraph_text(960 + seed, count=400), message_id=f"<v{seed}@x>"))
+    store: LmdbStore = engine.store
+    assert store.verify() == []
+    with store.env.begin(write=True) as txn:
+        cursor = txn.cursor(db=store.index["by_hist"])
+        assert cursor.first()
+        key = bytes(cursor.key())
+        cursor.delete()
+        txn.put(b"\x01" * 15, bytes(24) + (99).to_bytes(8, "big"), db=store.index["by_hist"],
+                dupdata=True)
+    problems = store.verify()
+    assert any(p.startswith("by_hist: record") and key.hex() in p for p in problems)
+    assert any(p.startswith("by_hist: entry 01010101") for p in problems)
