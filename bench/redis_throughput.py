@@ -236,37 +236,88 @@ def run_row(row: Row, files: list[str], redis: Redis, scratch: Path, round_no: i
 
 
 def redis_memory(files: list[str], redis: Redis) -> str:
-    """Bytes per record of dupfilter in Redis: used_memory delta, and MEMORY USAGE samples."""
+    """Bytes per record of dupfilter in Redis (``used_memory`` delta, and ``MEMORY USAGE`` of
+    every key by kind), and the commands the server ran per message (``INFO commandstats``,
+    scripts' own commands included)."""
     sys.path.insert(0, str(REPO))
     from mailfilter.config import load_settings
     from mailfilter.engine import Engine
 
     redis.client.flushall()
+    redis.client.config_resetstat()
     before = redis.memory()
     with Engine(load_settings(search=False), redis.url) as engine:
         for name in files:
             engine.check(Path(name).read_bytes())
         records = int(engine.store.stats()["records"])
     after = redis.memory()
-    kinds: dict[str, list[int]] = {}
+    calls = {name.removeprefix("cmdstat_"): int(stat["calls"])
+             for name, stat in redis.client.info("commandstats").items()}
+    scripts = sum(n for name, n in calls.items() if name in ("evalsha", "eval"))
+    commands = sum(n for name, n in calls.items()
+                   if name not in ("evalsha", "eval", "info", "config|resetstat", "script|load",
+                                   "script", "config"))
+    per = max(1, records)
+    lines = [f"Redis memory: {records} records of {len(files)} messages, used_memory "
+             f"{before / 1e6:.1f} -> {after / 1e6:.1f} MB: {(after - before) / per:.0f} bytes "
+             f"per record ({(after - before) / per * 1e6 / 1e9:.2f} GB per million); "
+             f"{scripts / len(files):.2f} scripts and {commands / len(files):.1f} commands "
+             "per message"]
+    kinds: dict[str, list[bytes]] = {}
     for key in redis.client.scan_iter(count=1000):
         kind = chr(key[key.index(b"}") + 1]) if b"}" in key else "meta"
         kinds.setdefault(kind, []).append(key)
-    names = {"d": "record", "s": "shingle posting", "g": "digest posting",
-             "m": "Message-ID posting", "h": "histogram-sum posting", "k": "chunk posting",
-             "t": "time index", "c": "verdict counts", "n": "id counter", "p": "parameters",
-             "meta": "meta"}
-    lines = [f"Redis memory: {records} records, used_memory {before / 1e6:.1f} -> "
-             f"{after / 1e6:.1f} MB: {(after - before) / max(1, records):.0f} bytes per record "
-             f"({(after - before) / max(1, records) * 1e6 / 1e9:.2f} GB per million)"]
+    names = {"x": "segment hash", "t": "time index", "c": "partition hash", "meta": "meta"}
     for kind, keys in sorted(kinds.items(), key=lambda item: -len(item[1])):
-        sample = keys[:: max(1, len(keys) // 500)]
-        sizes = [redis.client.memory_usage(k, samples=0) or 0 for k in sample]
-        mean = statistics.fmean(sizes) if sizes else 0.0
-        lines.append(f"  {names.get(kind, kind):<22} {len(keys):>8} keys "
-                     f"({len(keys) / max(1, records):5.1f} per record), MEMORY USAGE mean "
-                     f"{mean:6.0f} B -> {mean * len(keys) / max(1, records):6.0f} B per record")
+        sizes = [redis.client.memory_usage(k, samples=0) or 0 for k in keys]
+        lines.append(f"  {names.get(kind, kind):<16} {len(keys):>6} keys, MEMORY USAGE "
+                     f"{sum(sizes) / per:6.0f} B per record "
+                     f"({redis.client.object('encoding', keys[0]).decode()})")
+    # What a segment holds, by kind of field: fields, entries and value bytes per record.
+    fields: dict[str, list[int]] = {}
+    for key in kinds.get("x", []):
+        for name, value in redis.client.hscan_iter(key, count=1000):
+            kind = "record" if name[:1] == b"d" else f"postings {name[:1].decode()}"
+            slot = fields.setdefault(kind, [0, 0])
+            slot[0] += 1
+            slot[1] += len(value)
+    for kind, (count, size) in sorted(fields.items()):
+        lines.append(f"    {kind:<12} {count / per:6.2f} fields and {size / per:6.0f} bytes "
+                     "of values per record")
     return "\n".join(lines)
+
+
+def redis_fill(count: int, corpus_files: list[str], redis: Redis) -> str:
+    """Redis memory per record at ``count`` records shaped like the corpus's (scale.py's
+    synthetic records, added in batches through the write script)."""
+    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(BENCH))
+    import numpy as np
+    from scale import synthetic_records
+
+    from mailfilter.config import load_settings
+    from mailfilter.engine import Engine
+
+    settings = load_settings(search=False)
+    redis.client.flushall()
+    before = redis.memory()
+    with Engine(settings, redis.url) as engine:
+        bases = [engine.analyse(Path(name).read_bytes()) for name in corpus_files]
+        generator = np.random.default_rng(11)
+        started = time.perf_counter()
+        for offset in range(0, count, 10_000):
+            records = synthetic_records(bases, min(10_000, count - offset), offset,
+                                        settings.fingerprint.sketch_size, generator)
+            for start in range(0, len(records), 100):
+                engine.store.atomically(lambda chunk=records[start:start + 100]: [
+                    engine.store.add(r) for r in chunk])
+        seconds = time.perf_counter() - started
+        stats = engine.store.stats()
+    after = redis.memory()
+    per = (after - before) / max(1, int(stats["records"]))
+    return (f"Redis filled with {stats['records']:,} synthetic records in {seconds:.0f} s "
+            f"({stats['segments']} segments): used_memory {before / 1e6:.1f} -> "
+            f"{after / 1e6:.1f} MB, {per:.0f} bytes per record")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
                              "mailfilter (e.g. one with a detector change)")
     parser.add_argument("--no-import", action="store_true",
                         help="leave out the dupfilter-db import rows")
+    parser.add_argument("--fill", type=int, default=0, metavar="N",
+                        help="also fill Redis with N records shaped like the corpus's and "
+                             "report its memory per record")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -318,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {round_no + 1} done (load average {os.getloadavg()[0]:.1f})",
                       flush=True)
             memory = redis_memory(files, redis)
+            if args.fill:
+                memory += "\n" + redis_fill(args.fill, files, redis)
         finally:
             redis.stop()
     med = statistics.median

@@ -207,9 +207,12 @@ class Detector:
         same round trip when it finds nothing at all (the verdict can only be unique).
         """
         probe = self.probe(fp, message_id)
-        adder = getattr(self.store, "lookup_or_add", None) if record_at is not None else None
-        new = self._new_record(fp, message_id, recipients, record_at, 1) if adder else None
-        candidates = adder(probe, new) if adder else self.store.lookup(probe)
+        new = None
+        if record_at is not None:
+            new = self._new_record(fp, message_id, recipients, record_at, 1)
+            candidates = self.store.lookup_or_add(probe, new)
+        else:
+            candidates = self.store.lookup(probe)
         scoped = self.settings.scope == "recipient" and bool(recipients)
         recipient_keys = {self.recipient_key(r): r for r in recipients} if scoped else {}
         evidence: list[Evidence] = []

@@ -19,7 +19,9 @@ FORMAT_VERSION = 1
 MIN_ATTACHMENT_BYTES = 1024
 MAX_ATTACHMENTS = 8
 MAX_THREAD_KEYS = 6
-_NAME_MAX = 80
+_NAME_MAX = 60
+# A record keeps at most this much of them (the store's limit, store.FEATURES_MAX).
+ENCODED_MAX = 1024
 _HEAD = struct.Struct(">BBQQQQQQIQQIB")
 _ATTACHMENT = struct.Struct(">QIB")
 _BITS_BYTES = 128       # identifiers.IDENTIFIER_BITS // 8
@@ -100,6 +102,8 @@ class Features:
         ]
         for attachment in self.attachments[:MAX_ATTACHMENTS]:
             name = attachment.name.encode("utf-8", "replace")[:_NAME_MAX]
+            while name and name[-1] & 0xC0 == 0x80:      # no half of a UTF-8 character
+                name = name[:-1]
             parts.append(_ATTACHMENT.pack(attachment.digest, min(attachment.size, 0xFFFFFFFF),
                                           len(name)))
             parts.append(name)

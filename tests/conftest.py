@@ -15,6 +15,10 @@ from support import corpus  # noqa: E402
 from mailfilter.config import Settings, load_settings  # noqa: E402
 from mailfilter.engine import Engine  # noqa: E402
 
+# The backend fixtures (backend, store_location, store; ``every_backend`` tests) and the
+# Redis servers they start.
+pytest_plugins = ("support.stores", "redis_servers")
+
 
 @pytest.fixture
 def settings() -> Settings:
@@ -22,8 +26,9 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def engine(tmp_path: Path, settings: Settings):  # noqa: ANN201
-    with Engine(settings, str(tmp_path / "store")) as opened:
+def engine(store_location: str, settings: Settings):  # noqa: ANN201
+    """An Engine on an empty store: LMDB, or each backend in an ``every_backend`` test."""
+    with Engine(settings, store_location) as opened:
         yield opened
 
 

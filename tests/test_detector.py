@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import make_message, make_mime, paragraph_text
 
 from mailfilter.config import Settings
 from mailfilter.engine import Engine
+
+# Every test that opens a store runs on LMDB, Redis and a Redis Cluster (tests/support/stores.py).
+pytestmark = pytest.mark.every_backend
 
 
 def test_same_message_id_is_a_duplicate(engine: Engine) -> None:
@@ -72,9 +76,9 @@ def test_empty_bodies_are_not_duplicates_of_each_other(engine: Engine) -> None:
     assert engine.check(make_message("", message_id="<e2@x>")).verdict == "unique"
 
 
-def test_per_recipient_scope(tmp_path, settings: Settings) -> None:  # noqa: ANN001
+def test_per_recipient_scope(store_location: str, settings: Settings) -> None:
     raw = make_message(paragraph_text(8), message_id="<r@x>")
-    with Engine(settings, str(tmp_path)) as engine:
+    with Engine(settings, store_location) as engine:
         engine.check(raw, ["alice@example.org"])
         for_bob = engine.check(raw, ["bob@example.org"])
         assert for_bob.verdict == "unique"
@@ -89,10 +93,10 @@ def test_per_recipient_scope(tmp_path, settings: Settings) -> None:  # noqa: ANN
         assert repeated.verdict == "duplicate" and repeated.all_recipients_seen
 
 
-def test_global_scope_ignores_recipients(tmp_path, settings: Settings) -> None:  # noqa: ANN001
+def test_global_scope_ignores_recipients(store_location: str, settings: Settings) -> None:
     settings.detector.scope = "global"
     raw = make_message(paragraph_text(8), message_id="<r@x>")
-    with Engine(settings, str(tmp_path)) as engine:
+    with Engine(settings, store_location) as engine:
         engine.check(raw, ["alice@example.org"])
         assert engine.check(raw, ["bob@example.org"]).verdict == "duplicate"
 
@@ -122,7 +126,7 @@ def test_evidence_explains_the_decision(engine: Engine) -> None:
     assert best.resemblance is not None and best.resemblance > 0.9
 
 
-def test_allow_rules_skip_or_do_not_record(tmp_path, settings: Settings) -> None:  # noqa: ANN001
+def test_allow_rules_skip_or_do_not_record(store_location: str, settings: Settings) -> None:
     settings.policy.rules = [
         {"name": "cron", "field": "from", "pattern": "^cron@", "action": "skip"},
         {"name": "alerts", "field": "header:X-Monitor", "pattern": "nagios",
@@ -131,7 +135,7 @@ def test_allow_rules_skip_or_do_not_record(tmp_path, settings: Settings) -> None
     ]
     report = make_message(paragraph_text(30), sender="cron@host.example", message_id=None)
     alert = make_message(paragraph_text(31), headers={"X-Monitor": "Nagios 4"}, message_id=None)
-    with Engine(settings, str(tmp_path)) as engine:
+    with Engine(settings, store_location) as engine:
         for _ in range(3):
             verdict = engine.check(report)
             assert verdict.header_value() == "unique; skipped=cron"

@@ -27,6 +27,12 @@ def test_sdist_and_wheel_build(tmp_path: Path) -> None:
     for module in ("store/lmdb.py", "milter/server.py", "smtpd/server.py", "smtpd/__main__.py",
                    "cli/pipe.py", "cli/admin.py"):
         assert f"mailfilter/{module}" in names, module
+    # The Redis store's scripts are package data: a wheel without them cannot open a store.
+    scripts = {Path(n).name for n in names if n.startswith("mailfilter/store/redis/")}
+    assert {"__init__.py", "common.lua", "find.lua", "store.lua", "lookup.lua", "write.lua",
+            "lookup_add.lua"} <= scripts
+    lua_files = sorted(p.name for p in (REPO / "mailfilter/store/redis").glob("*.lua"))
+    assert lua_files and set(lua_files) <= scripts
     for script in (b"dupfilter =", b"dupfilter-db =", b"dupfilter-milter =",
                    b"dupfilter-smtpd ="):
         assert script in entry_points

@@ -1,104 +1,31 @@
-"""The Redis store through Engine: the LMDB store's behaviours on one server and on a
-three-node cluster, TTLs, parameters, round trips, outages and the key layout."""
+"""The Redis store's own behaviours, on one server and on a three-node cluster: TTLs, round
+trips, races between hosts, outages, partitions, the key layout, old schemas.  What every
+backend does is tested once for all of them (``every_backend`` tests, tests/support/stores.py)."""
 
 from __future__ import annotations
 
 import inspect
 import random
+import time
 from typing import TYPE_CHECKING
 
 import pytest
 import redis
-import test_detector
-import test_store
 from helpers import make_message, make_mime, paragraph_text
+from support import schema1
 
-from mailfilter.config import Settings
+from mailfilter.config import ConfigError, Settings
 from mailfilter.engine import Engine
-from mailfilter.store import Record, StoreError, StoreMismatch, message_id_key
+from mailfilter.store import Record, StoreError
 from mailfilter.store.redis import RedisStore, masked, partition_tags
 
 if TYPE_CHECKING:
     from redis_servers import RedisClusterNodes, RedisServer
 
-pytest_plugins = ("redis_servers",)
-
-
 @pytest.fixture(params=["server", "cluster"])
 def url(request: pytest.FixtureRequest) -> str:
     """A freshly emptied store URL: the standalone server, then the cluster."""
     return request.getfixturevalue("redis_url" if request.param == "server" else "cluster_url")
-
-
-@pytest.fixture
-def engine(url: str, settings: Settings):  # noqa: ANN201
-    with Engine(settings, url) as opened:
-        yield opened
-
-
-def _engine_only(module: object) -> list[str]:
-    return [name for name, fn in vars(module).items() if name.startswith("test_")
-            and callable(fn) and list(inspect.signature(fn).parameters) == ["engine"]]
-
-
-# The detector's tests that take only an engine, run unchanged on Redis.
-@pytest.mark.parametrize("name", _engine_only(test_detector))
-def test_detector_behaviour_on_redis(name: str, engine: Engine) -> None:
-    getattr(test_detector, name)(engine)
-
-
-@pytest.mark.parametrize("name", ["test_duplicate_bumps_seen_instead_of_adding",
-                                  "test_histogram_window_is_one_vectorised_lookup",
-                                  "test_large_histogram_window_returns_the_closest_first"])
-def test_store_behaviour_on_redis(name: str, engine: Engine) -> None:
-    getattr(test_store, name)(engine)
-
-
-def test_records_round_trip_and_verify_clean(redis_url: str, settings: Settings) -> None:
-    # (On a cluster records() goes partition by partition, not in id order.)
-    with Engine(settings, redis_url) as engine:
-        test_store.test_records_round_trip_and_verify_clean(engine)
-
-
-def test_per_recipient_scope(url: str, settings: Settings) -> None:
-    raw = make_message(paragraph_text(8), message_id="<r@x>")
-    with Engine(settings, url) as engine:
-        engine.check(raw, ["alice@example.org"])
-        assert engine.check(raw, ["bob@example.org"]).verdict == "unique"
-        both = engine.check(raw, ["alice@example.org", "carol@example.org"], record=False)
-        assert both.verdict == "duplicate" and both.recipients_seen == ("alice@example.org",)
-        again = engine.check(raw, ["Bob@Example.org", "alice@example.org"], record=False)
-        assert again.all_recipients_seen
-        record = next(iter(engine.store.records()))
-        assert record.seen == 2 and len(record.recipients) == 2
-
-
-def test_global_scope_ignores_recipients(url: str, settings: Settings) -> None:
-    settings.detector.scope = "global"
-    raw = make_message(paragraph_text(8), message_id="<r@x>")
-    with Engine(settings, url) as engine:
-        engine.check(raw, ["alice@example.org"])
-        assert engine.check(raw, ["bob@example.org"]).verdict == "duplicate"
-
-
-def test_forget_by_message_id(engine: Engine) -> None:
-    for seed in range(6):
-        engine.check(make_message(paragraph_text(seed), message_id=f"<f{seed}@x>"))
-    ids = engine.store.find_message_id("<f3@X>")
-    assert len(ids) == 1
-    assert engine.store.forget(ids) == 1 and engine.store.forget(ids) == 0
-    assert engine.store.find_message_id("<f3@x>") == []
-    assert engine.check(make_message(paragraph_text(3)), record=False).verdict == "unique"
-    assert engine.check(make_message(paragraph_text(4)), record=False).verdict == "duplicate"
-    assert engine.store.stats()["records"] == 5
-    assert engine.store.verify() == []
-
-
-def test_parameter_mismatch_is_refused(url: str, settings: Settings) -> None:
-    Engine(settings, url).close()
-    settings.fingerprint.ngram = 4
-    with pytest.raises(StoreMismatch, match="ngram=5 \\(configured 4\\)"):
-        Engine(settings, url)
 
 
 def test_other_detector_settings_share_the_store(url: str, settings: Settings) -> None:
@@ -112,26 +39,25 @@ def test_other_detector_settings_share_the_store(url: str, settings: Settings) -
     second.close()
 
 
-def test_ttl_is_the_retention_and_touch_refreshes_it(redis_url: str, settings: Settings,
-                                                     redis_server: RedisServer) -> None:
+def test_ttl_is_the_retention_and_writes_refresh_it(redis_url: str, settings: Settings,
+                                                    redis_server: RedisServer) -> None:
     settings.store.retention = "2h"
     with Engine(settings, redis_url) as engine:
         engine.check(make_message(paragraph_text(40), message_id="<t@x>"))
         assert engine.store.prune(before=2**31) == 0
     with redis_server.client() as client:
-        keys = [k for k in client.keys("dupfilter:*") if k != b"dupfilter:meta"]
-        expiring = {k: client.ttl(k) for k in keys}
-        persistent = {k for k, ttl in expiring.items() if ttl == -1}
-        # Only the parameters, the id counter and the verdict counts stay.
-        assert {k[-1:] for k in persistent} == {b"p", b"n", b"c"}
-        ttls = [ttl for ttl in expiring.values() if ttl != -1]
-        assert len(ttls) >= 24 and all(7190 <= ttl <= 7200 for ttl in ttls)
-        for key in keys:
-            if key not in persistent:
-                client.expire(key, 60)
+        keys = sorted(client.keys("dupfilter:*"))
+        # The meta key and the partition's counters stay; its one segment (records and
+        # postings) and its time index expire one retention after their last write.
+        assert keys == [b"dupfilter:meta", b"dupfilter:{0}c", b"dupfilter:{0}t",
+                        b"dupfilter:{0}x1"]
+        assert client.ttl(keys[0]) == client.ttl(keys[1]) == -1
+        assert all(7190 <= client.ttl(k) <= 7200 for k in keys[2:])
+        for key in keys[2:]:
+            client.expire(key, 60)
         with Engine(settings, redis_url) as engine:
-            engine.check(make_message(paragraph_text(40), message_id="<t2@x>"))
-        assert all(7190 <= client.ttl(k) <= 7200 for k in keys if k not in persistent)
+            engine.check(make_message(paragraph_text(40), message_id="<t2@x>"))  # a touch
+        assert all(7190 <= client.ttl(k) <= 7200 for k in keys[2:])
 
 
 def test_expired_records_are_gone(redis_url: str, settings: Settings,
@@ -139,11 +65,12 @@ def test_expired_records_are_gone(redis_url: str, settings: Settings,
     with Engine(settings, redis_url) as engine:
         engine.check(make_message(paragraph_text(41), message_id="<gone@x>"))
         with redis_server.client() as client:
-            for key in client.keys(b"dupfilter:{0}d*"):
+            for key in client.keys(b"dupfilter:{0}x*"):
                 client.delete(key)  # as the TTL would
         again = engine.check(make_message(paragraph_text(41), message_id="<gone@x>"))
         assert again.verdict == "unique" and not again.evidence
         assert engine.store.verify() == []
+        assert engine.store.stats()["segments"] == 1
 
 
 def test_add_is_idempotent_by_digest(url: str, settings: Settings) -> None:
@@ -272,7 +199,9 @@ def test_cluster_spreads_records_over_every_node(cluster_url: str, settings: Set
         assert store.verify() == []
     for node in redis_cluster.nodes:
         with node.client() as client:
-            assert client.dbsize() > 100, f"node {node.port} holds almost nothing"
+            segments = [k for k in client.keys("dupfilter:{*}x*")]
+            assert len(segments) == 1 and client.hlen(segments[0]) > 100, \
+                f"node {node.port} holds almost nothing"
 
 
 def test_cluster_attachments_and_forget(cluster_url: str, settings: Settings) -> None:
@@ -308,60 +237,123 @@ def test_verify_finds_damage(redis_url: str, settings: Settings,
         for seed in range(5):
             engine.check(make_message(paragraph_text(400 + seed), message_id=f"<v{seed}@x>"))
         with redis_server.client() as client:
-            shingle_key = next(iter(client.scan_iter(match=b"dupfilter:{0}s*")))
-            client.delete(shingle_key)
-            doc_key = next(iter(client.scan_iter(match=b"dupfilter:{0}d*")))
-            client.persist(doc_key)
+            segment = b"dupfilter:{0}x1"
+            sketch_field = next(f for f in client.hkeys(segment) if f[:1] == b"s")
+            client.hdel(segment, sketch_field)
+            client.hset(segment, b"g\x00\x00\x07", b"\x01" * 16 + (999).to_bytes(5, "big"))
+            client.persist(segment)
         problems = engine.store.verify()
-        assert any("lacks its index entry" in p for p in problems)
-        assert any("has TTL -1" in p for p in problems)
-
-
-def test_stats_and_admin_commands(redis_url: str, settings: Settings) -> None:
-    with Engine(settings, redis_url) as engine:
-        for seed in range(4):
-            engine.check(make_message(paragraph_text(500 + seed), message_id=f"<a{seed}@x>"),
-                         now=1_790_000_000 + seed)
-        engine.check(make_message(paragraph_text(500), message_id="<dup@x>"), now=1_790_000_100)
-        stats = engine.store.stats()
-    assert stats["backend"] == "redis" and stats["location"] == redis_url
-    assert stats["records"] == 4 and stats["oldest"] == 1_790_000_001
-    assert stats["newest"] == 1_790_000_100
-    day = 1_790_000_000 // 86400 * 86400
-    assert stats["verdicts_per_day"] == {day: {"unique": 4, "duplicate": 1}}
-
-
-def test_lookup_or_add_records_a_new_message_in_the_same_round_trip(
-        redis_url: str, settings: Settings) -> None:
-    with Engine(settings, redis_url) as engine:
-        store: RedisStore = engine.store
-        detector = engine.detector
-
-        def probe_and_record(seed: int, message_id: str) -> tuple:
-            analysis = engine.analyse(make_message(paragraph_text(seed, count=200),
-                                                   message_id=message_id))
-            fp = analysis.fingerprint
-            record = Record(histogram=fp.histogram, histogram_sum=fp.histogram_sum,
-                            histogram_chars=fp.histogram_chars, sketch=fp.sketch,
-                            shingle_count=fp.shingle_count, word_count=fp.word_count,
-                            digest=fp.digest, message_id_key=message_id_key(message_id),
-                            message_id=message_id, chunks=fp.chunks, first_seen=86400 * 3,
-                            last_seen=86400 * 3)
-            return detector.probe(fp, message_id), record
-
-        probe, record = probe_and_record(1, "<new@x>")
-        found = store.lookup_or_add(probe, record)
-        assert not found.records and record.doc_id > 0
-        assert store.get(record.doc_id).message_id == "<new@x>"
-        # Found something: nothing is added, the detector records as usual.
-        probe, again = probe_and_record(1, "<copy@x>")
-        found = store.lookup_or_add(probe, again)
-        assert again.doc_id == 0 and list(found.records) == [record.doc_id]
-        assert store.stats()["records"] == 1
-        assert store.stats()["verdicts_per_day"] == {86400 * 3: {"unique": 1}}
-        assert store.verify() == []
+        assert any("lacks its posting s:" in p for p in problems)
+        assert any("posting g:" + "01" * 16 + " → 999 has no record" in p for p in problems)
+        assert any("TTL -1" in p for p in problems)
 
 
 def test_bad_partition_count_is_a_store_error(redis_url: str, settings: Settings) -> None:
-    with pytest.raises(StoreError, match="partitions='many' must be a number"):
+    # Refused where every store location is checked (config.check_store_location), with
+    # the Redis store's own check behind it.
+    with pytest.raises((StoreError, ConfigError), match="partitions='many'"):
         Engine(settings, redis_url + "?partitions=many")
+
+
+def test_a_schema_1_store_opens_and_checks_fine(redis_url: str, settings: Settings,
+                                                redis_server: RedisServer) -> None:
+    """A Redis store 0.x wrote (schema 1 records, its key layout) works after the upgrade."""
+    texts = [paragraph_text(900 + seed, count=300) for seed in range(5)]
+    with Engine(settings, redis_url) as scratch:
+        records = [scratch.detector._new_record(
+            scratch.analyse(make_message(text, message_id=f"<old{n}@x>")).fingerprint,
+            f"<old{n}@x>", (), 1_700_000_000 + n, 1) for n, text in enumerate(texts)]
+    with redis_server.client() as client:
+        client.flushall()
+        schema1.write_redis(client, settings.fingerprint.store_parameters(), records,
+                            counts={f"{1_700_000_000 // 86400}:unique": 5})
+    with Engine(settings, redis_url, readonly=True) as engine:
+        assert engine.store.verify() == []
+        assert engine.store.stats()["records"] == 5
+    with Engine(settings, redis_url) as engine:
+        assert engine.store.verify() == []
+        copy = engine.check(make_message(texts[2], message_id="<again@x>"), now=1_700_000_100)
+        assert copy.verdict == "duplicate" and copy.match.message_id == "<old2@x>"
+        edited = texts[3].replace(" ", "  ", 3) + "\nOne more line at the end.\n"
+        near = engine.check(make_message(edited, message_id="<edit@x>"), now=1_700_000_200)
+        assert near.verdict == "near-duplicate" and near.match.message_id == "<old3@x>"
+        found = {record.message_id: record for record in engine.store.records()}
+        assert set(found) == {f"<old{n}@x>" for n in range(5)} | {"<edit@x>"}
+        # An old record keeps its empty features when touched; a new one has the
+        # detector's (mailfilter/features.py).
+        assert found["<old2@x>"].seen == 2 and found["<old2@x>"].features == b""
+        assert found["<edit@x>"].features != b""
+        assert engine.store.verify() == []
+        stats = engine.store.stats()
+        assert stats["records"] == 6
+        assert stats["verdicts_per_day"][1_700_000_000 // 86400 * 86400] == {
+            "unique": 5, "duplicate": 1, "near-duplicate": 1}
+    assert isinstance(found["<edit@x>"], Record)
+
+
+def _changed_keys(client: redis.Redis, action) -> set[bytes]:  # noqa: ANN001
+    """The keys ``action`` wrote: created, changed or deleted (by their DUMP)."""
+    before = {key: client.dump(key) for key in client.keys("*")}
+    action()
+    after = {key: client.dump(key) for key in client.keys("*")}
+    return {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+
+
+def test_a_new_record_writes_at_most_four_keys(redis_url: str, settings: Settings,
+                                               redis_server: RedisServer) -> None:
+    """Its record and every posting go into one segment hash; the id counter and the day's
+    verdict count into the partition's hash; its time into the time index: 3 keys, whether
+    it was recorded by the check itself (lookup_or_add) or afterwards (the write script)."""
+    with Engine(settings, redis_url) as engine, redis_server.client() as client:
+        engine.check(make_message(paragraph_text(600), message_id="<first@x>"))
+        written = _changed_keys(client, lambda: engine.check(
+            make_message(paragraph_text(601), message_id="<new@x>")))
+        assert written == {b"dupfilter:{0}c", b"dupfilter:{0}t", b"dupfilter:{0}x1"}
+        verdict = engine.check(make_message(paragraph_text(602), message_id="<later@x>"),
+                               record=False)
+        assert verdict.verdict == "unique"
+        written = _changed_keys(client, lambda: engine.record(verdict))
+        assert written == {b"dupfilter:{0}c", b"dupfilter:{0}t", b"dupfilter:{0}x1"}
+        assert engine.store.verify() == []
+
+
+def test_segments_roll_by_size_and_time_and_records_move_with_their_postings(
+        redis_url: str, settings: Settings, redis_server: RedisServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments sized for 16 records (then 64, 256...): a lookup reads them all, a record
+    seen again moves to the newest with its postings, and an expired segment takes its
+    records (and their postings) with it."""
+    import mailfilter.store.redis as redis_store
+    monkeypatch.setattr(redis_store, "SEGMENT_RECORDS_MIN", 16)
+    settings.store.retention = "8s"   # segments of 2 seconds
+    texts = [paragraph_text(700 + n, count=150) for n in range(100)]
+    with Engine(settings, redis_url) as engine, redis_server.client() as client:
+        for n, text in enumerate(texts):
+            engine.check(make_message(text, message_id=f"<s{n}@x>"))
+        assert engine.store.stats()["segments"] >= 3
+        first = client.hgetall(b"dupfilter:{0}x1")
+        assert sum(1 for name in first if name[:1] == b"d") == 17
+        for n in (0, 5, 60, 99):   # found again in whichever segment they are
+            copy = engine.check(make_message(texts[n], message_id=f"<again{n}@x>"))
+            assert copy.verdict == "duplicate" and copy.match.message_id == f"<s{n}@x>"
+            edited = texts[n].replace(" ", "  ", 4) + "\nAnd one more line.\n"
+            near = engine.check(make_message(edited, message_id=f"<near{n}@x>"), record=False)
+            assert near.verdict == "near-duplicate"
+        # The records seen again are in the newest segment now, their postings with them.
+        newest = max(client.keys(b"dupfilter:{0}x*"), key=lambda k: int(k.rsplit(b"x", 1)[1]))
+        moved = {Record.decode(0, v).message_id for k, v in client.hgetall(newest).items()
+                 if k[:1] == b"d"}
+        assert {"<s0@x>", "<s5@x>", "<s60@x>"} <= moved
+        assert b"d" + (1).to_bytes(5, "big") not in client.hkeys(b"dupfilter:{0}x1")
+        assert engine.store.verify() == []
+        # Time: a new segment after 2 seconds; the first segments expire whole.
+        time.sleep(2.1)
+        engine.check(make_message(paragraph_text(850), message_id="<late@x>"))
+        assert engine.store.stats()["segments"] >= 4
+        client.delete(b"dupfilter:{0}x1")   # as its TTL would
+        gone = engine.check(make_message(texts[1], message_id="<gone@x>"), record=False)
+        assert gone.verdict == "unique"
+        kept = engine.check(make_message(texts[0], message_id="<kept@x>"), record=False)
+        assert kept.verdict == "duplicate"
+        assert engine.store.verify() == []
+        assert engine.store.get(engine.store.find_message_id("<s0@x>")[0]).seen == 2

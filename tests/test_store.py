@@ -1,31 +1,229 @@
-"""The LMDB store: indexes, windows, pruning, growth, parameters, modes, no message text."""
+"""Stores: the record codec, the behaviours every backend shares (run on LMDB, Redis and a
+Redis Cluster), and LMDB's own: pruning, growth, modes, no message text, old schemas."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import stat
+import struct
 from pathlib import Path
 
 import pytest
 from helpers import make_message, paragraph_text
+from support import schema1
 
 from mailfilter.config import Settings
 from mailfilter.engine import Engine
-from mailfilter.store import StoreError, StoreMismatch
+from mailfilter.store import (
+    FEATURES_MAX,
+    LAYOUT,
+    SCHEMA_VERSION,
+    Probe,
+    Record,
+    Store,
+    StoreError,
+    StoreMismatch,
+    message_id_key,
+)
 from mailfilter.store.lmdb import LmdbStore
 
+every_backend = pytest.mark.every_backend
 
+
+def sample_record(number: int = 1, **changes: object) -> Record:
+    rng = random.Random(number)
+    record = Record(
+        histogram=bytes(rng.randrange(40, 200) for _ in range(36)), histogram_sum=0,
+        histogram_chars=4000, sketch=tuple(sorted(rng.sample(range(1, 1 << 32), 64))),
+        shingle_count=300, word_count=250, digest=rng.randbytes(16),
+        message_id_key=message_id_key(f"<r{number}@x>"), message_id=f"<r{number}@x>",
+        chunks=((rng.randrange(1 << 64), 4096),), recipients=(rng.randrange(1 << 64),),
+        first_seen=1_790_000_000, last_seen=1_790_000_000, seen=1,
+        features=b"\x01ids\x00" + rng.randbytes(40))
+    record.histogram_sum = sum(record.histogram)
+    return dataclasses.replace(record, **changes)
+
+
+# -- the record codec -----------------------------------------------------------------------
+
+def test_record_round_trips_with_its_features() -> None:
+    record = sample_record(features=bytes(range(256)) * 4)
+    data = record.encode()
+    assert data[0] == SCHEMA_VERSION == 2
+    assert Record.decode(7, data) == dataclasses.replace(record, doc_id=7)
+    bare = sample_record(features=b"", message_id=None, message_id_key=None, chunks=(),
+                         recipients=())
+    assert Record.decode(3, bare.encode()) == dataclasses.replace(bare, doc_id=3)
+
+
+def test_features_longer_than_the_limit_are_refused() -> None:
+    sample_record(features=bytes(FEATURES_MAX)).encode()
+    with pytest.raises(ValueError, match="at most 1024"):
+        sample_record(features=bytes(FEATURES_MAX + 1)).encode()
+
+
+def test_schema_1_records_decode_without_features() -> None:
+    record = sample_record()
+    old = Record.decode(5, schema1.encode(record))
+    assert old == dataclasses.replace(record, doc_id=5, features=b"")
+    with pytest.raises(StoreError, match="schema 9"):
+        Record.decode(5, b"\x09" + schema1.encode(record)[1:])
+
+
+def test_schema_1_records_flagged_with_features_keep_them() -> None:
+    """A record of the interim encoding (schema 1, flags bit 1, then the features as
+    schema 2 has them) is read with its features."""
+    record = sample_record(features=b"feat" * 20)
+    data = bytearray(schema1.encode(record))
+    data[1] = 1
+    data += len(record.features).to_bytes(2, "big") + record.features
+    assert Record.decode(4, bytes(data)) == dataclasses.replace(record, doc_id=4)
+
+
+def test_the_layout_says_where_every_field_is() -> None:
+    """What the Redis scripts read: every header field at its offset, then the sections."""
+    record = sample_record(chunks=((0x0102030405060708, 9),), recipients=(11, 12))
+    data = record.encode()
+    for name, (offset, width) in LAYOUT.fields.items():
+        value = data[offset:offset + width]
+        expected = {"version": SCHEMA_VERSION, "flags": 0, "n_sketch": 64, "n_chunks": 1,
+                    "n_recipients": 2, "n_message_id": len(record.message_id)}.get(name)
+        if expected is None:
+            expected = getattr(record, name)
+            expected = expected if isinstance(expected, bytes) else int(expected)
+        assert (value if isinstance(expected, bytes) else int.from_bytes(value, "big")) \
+            == expected, name
+    at = LAYOUT.header
+    assert data[at:at + LAYOUT.sketch_width] == record.sketch[0].to_bytes(4, "big")
+    at += 64 * LAYOUT.sketch_width
+    assert data[at:at + LAYOUT.chunk_digest_width] == bytes.fromhex("0102030405060708")
+    at += LAYOUT.chunk_width
+    assert data[at:at + 2 * LAYOUT.recipient_width] == struct.pack(">QQ", 11, 12)
+    at += 2 * LAYOUT.recipient_width + len(record.message_id)
+    length = int.from_bytes(data[at:at + LAYOUT.features_length_width], "big")
+    assert data[at + LAYOUT.features_length_width:] == record.features and \
+        length == len(record.features)
+    assert LAYOUT.sections == ("sketch", "chunks", "recipients", "message_id", "features")
+
+
+# -- every backend --------------------------------------------------------------------------
+
+@every_backend
 def test_records_round_trip_and_verify_clean(engine: Engine) -> None:
     for seed in range(20):
         engine.check(make_message(paragraph_text(seed), message_id=f"<m{seed}@x>"), now=1000)
     stats = engine.store.stats()
     assert stats["records"] == 20
     assert engine.store.verify() == []
-    record = next(iter(engine.store.records()))
-    assert record.message_id == "<m0@x>" and record.seen == 1 and len(record.sketch) == 64
+    records = {record.message_id: record for record in engine.store.records()}
+    assert len(records) == 20
+    record = records["<m0@x>"]
+    assert record.seen == 1 and len(record.sketch) == 64 and record.last_seen == 1000
+    assert engine.store.get(record.doc_id) == record
 
 
+@every_backend
+def test_features_are_kept_verbatim_and_touch_keeps_them(store: Store) -> None:
+    record = sample_record(features=bytes(range(256)) * 4)
+    doc_id = store.add(record)
+    assert store.get(doc_id).features == record.features
+    store.touch(doc_id, record.last_seen + 60, [77])
+    after = store.get(doc_id)
+    assert after.features == record.features and after.seen == 2
+    assert after.recipients == record.recipients + (77,)
+    assert after.last_seen == record.last_seen + 60
+    assert dataclasses.replace(after, seen=1, last_seen=record.last_seen,
+                               recipients=record.recipients) == record
+    other = store.add(sample_record(2, features=b""))
+    assert store.get(other).features == b""
+    assert {r.doc_id: r.features for r in store.records()} == {doc_id: record.features,
+                                                               other: b""}
+    assert store.verify() == []
+
+
+@every_backend
+def test_lookup_or_add_records_a_new_message_in_the_same_transaction(
+        engine: Engine) -> None:
+    store, detector = engine.store, engine.detector
+
+    def probe_and_record(seed: int, message_id: str) -> tuple[Probe, Record]:
+        analysis = engine.analyse(make_message(paragraph_text(seed, count=200),
+                                               message_id=message_id))
+        record = detector._new_record(analysis.fingerprint, message_id, (), 86400 * 3, 1)
+        return detector.probe(analysis.fingerprint, message_id), record
+
+    probe, record = probe_and_record(1, "<new@x>")
+    found = store.lookup_or_add(probe, record)
+    if len(getattr(store, "partitions", ())) > 1:
+        # A store of several partitions only looks up: the detector records as usual.
+        assert record.doc_id == 0 and not found.records
+        return
+    assert not found.records and record.doc_id > 0
+    assert store.get(record.doc_id).message_id == "<new@x>"
+    # Found something: nothing is added, the detector records as usual.
+    probe, again = probe_and_record(1, "<copy@x>")
+    found = store.lookup_or_add(probe, again)
+    assert again.doc_id == 0 and list(found.records) == [record.doc_id]
+    assert store.stats()["records"] == 1
+    assert store.stats()["verdicts_per_day"] == {86400 * 3: {"unique": 1}}
+    assert store.verify() == []
+
+
+@every_backend
+def test_forget_by_message_id(engine: Engine) -> None:
+    for seed in range(6):
+        engine.check(make_message(paragraph_text(seed), message_id=f"<f{seed}@x>"))
+    ids = engine.store.find_message_id("<f3@X>")
+    assert len(ids) == 1
+    assert engine.store.forget(ids) == 1 and engine.store.forget(ids) == 0
+    assert engine.store.find_message_id("<f3@x>") == []
+    assert engine.check(make_message(paragraph_text(3)), record=False).verdict == "unique"
+    assert engine.check(make_message(paragraph_text(4)), record=False).verdict == "duplicate"
+    assert engine.store.stats()["records"] == 5
+    assert engine.store.verify() == []
+
+
+@every_backend
+def test_stats_count_records_times_and_verdicts(engine: Engine) -> None:
+    for seed in range(4):
+        engine.check(make_message(paragraph_text(500 + seed), message_id=f"<a{seed}@x>"),
+                     now=1_790_000_000 + seed)
+    engine.check(make_message(paragraph_text(500), message_id="<dup@x>"), now=1_790_000_100)
+    stats = engine.store.stats()
+    assert stats["location"] == engine.store.location
+    assert stats["records"] == 4 and stats["oldest"] == 1_790_000_001
+    assert stats["newest"] == 1_790_000_100
+    day = 1_790_000_000 // 86400 * 86400
+    assert stats["verdicts_per_day"] == {day: {"unique": 4, "duplicate": 1}}
+
+
+@every_backend
+def test_part_digests_find_the_records_of_a_message_s_parts(store: Store) -> None:
+    """Probe.part_digests: the newest few records under each, reported by digest."""
+    part = sample_record(1, word_count=0, chunks=())   # shared digests need no content
+    ids = [store.add(dataclasses.replace(part, message_id=f"<p{n}@x>")) for n in range(6)]
+    other = store.add(sample_record(2))
+    probe = Probe(message_id_key=None, digest=bytes(16), histogram=bytes(36),
+                  histogram_sum=0, histogram_window=0, histogram_max_positions=2,
+                  sketch_index=(), min_shared=1, chunk_index=(), posting_cap=48,
+                  max_candidates=24,
+                  part_digests=(part.digest, sample_record(2).digest, bytes(range(16))))
+    found = store.lookup(probe)
+    assert sorted(found.by_digest) == sorted(ids[-4:] + [other])
+    assert set(found.records) == set(found.by_digest)
+
+
+@every_backend
+def test_parameter_mismatch_is_refused(store_location: str, settings: Settings) -> None:
+    Engine(settings, store_location).close()
+    settings.fingerprint.ngram = 4
+    with pytest.raises(StoreMismatch, match="ngram=5 \\(configured 4\\)"):
+        Engine(settings, store_location)
+
+
+@every_backend
 def test_duplicate_bumps_seen_instead_of_adding(engine: Engine) -> None:
     raw = make_message(paragraph_text(1), message_id="<one@x>")
     engine.check(raw, now=100)
@@ -55,13 +253,6 @@ def test_touch_moves_record_forward_so_prune_keeps_it(engine: Engine) -> None:
     engine.check(make_message(paragraph_text(1), message_id="<b@x>"), now=5000)
     assert engine.store.prune(before=1000) == 0
     assert engine.store.stats()["records"] == 1
-
-
-def test_store_refuses_other_parameters(tmp_path: Path, settings: Settings) -> None:
-    Engine(settings, str(tmp_path)).close()
-    settings.fingerprint.ngram = 4
-    with pytest.raises(StoreMismatch, match="ngram=5 \\(configured 4\\)"):
-        Engine(settings, str(tmp_path))
 
 
 def test_map_grows_when_full(tmp_path: Path, settings: Settings) -> None:
@@ -98,6 +289,7 @@ def test_missing_store_is_a_clear_error(tmp_path: Path, settings: Settings) -> N
         LmdbStore(tmp_path / "absent", settings.fingerprint.store_parameters(), create=False)
 
 
+@every_backend
 def test_histogram_window_is_one_vectorised_lookup(engine: Engine) -> None:
     from mailfilter.detector import Detector
     text = paragraph_text(4, count=900)
@@ -122,14 +314,11 @@ def test_store_left_half_created_is_completed(tmp_path: Path, settings: Settings
     store.close()
 
 
+@every_backend
 def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> None:
     """A window of hundreds of histograms (a million records put thousands in one) is
     compared without missing any: the close ones come back closest first, at most
     max_candidates of them, or histogram_candidates when that is fewer."""
-    import random
-
-    from mailfilter.store import Probe, Record
-
     rng = random.Random(7)
     base = [rng.randrange(20, 200) for _ in range(36)]
 
@@ -164,7 +353,11 @@ def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> Non
                   sketch_index=(), min_shared=1, chunk_index=(), posting_cap=48,
                   max_candidates=6)
     found = engine.store.lookup(probe)
-    assert found.histogram_window_size == len(records)
+    # Compared: the records equal to the message in a group of bins (bin i in group i mod 3),
+    # not all 609 records of the sum window.
+    sharing_a_group = [r for r in records if any(
+        r.histogram[g::3] == bytes(base)[g::3] for g in range(3))]
+    assert 9 <= found.histogram_window_size == len(sharing_a_group) < 30
     assert list(found.by_histogram.values()) == [0, 1, 1, 1, 2, 2]
     assert [kind_of[i] for i in found.by_histogram] == ["same", "one", "one", "one", "two",
                                                        "two"]
@@ -176,3 +369,118 @@ def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> Non
     assert set(fewer.records) == set(fewer.by_histogram)
     ones = sorted(i for i in ids if kind_of[i] == "one")
     assert [i for i in fewer.by_histogram if kind_of[i] == "one"] == ones[:2]
+    # A rule allowing 3 positions is more than the groups can promise: the whole window is
+    # compared (and 1 position fewer finds only the nearer ones).
+    wider = engine.store.lookup(dataclasses.replace(probe, histogram_max_positions=3,
+                                                    max_candidates=20))
+    assert wider.histogram_window_size == len(records)
+    assert list(wider.by_histogram.values())[:6] == [0, 1, 1, 1, 2, 2]
+    assert all(kind_of[i] == "far" for i, p in wider.by_histogram.items() if p == 3)
+    nearer = engine.store.lookup(dataclasses.replace(probe, histogram_max_positions=1))
+    assert list(nearer.by_histogram.values()) == [0, 1, 1, 1]
+
+
+@every_backend
+def test_histogram_index_finds_every_match_of_the_rule(store: Store) -> None:
+    """Against a brute-force reading of the rule (sums within the window, at most
+    ``max_positions`` differing bins): every match is found, at every window and limit."""
+    rng = random.Random(11)
+    base = [rng.randrange(0, 60) for _ in range(36)]
+    stored = []
+    for number in range(400):
+        bins = list(base)
+        for position in rng.sample(range(36), rng.choice([0, 1, 2, 2, 3, 3, 4, 6])):
+            bins[position] = max(0, bins[position] + rng.choice([-2, -1, 1, 2]))
+        stored.append(sample_record(number, histogram=bytes(bins), histogram_sum=sum(bins),
+                                    digest=rng.randbytes(16), chunks=(), sketch=()))
+    ids = [store.add(r) for r in stored]
+    for _ in range(60):
+        bins = list(base)
+        for position in rng.sample(range(36), rng.choice([0, 1, 2, 3])):
+            bins[position] = max(0, bins[position] + rng.choice([-1, 1]))
+        window, positions = rng.choice([1, 2, 3]), rng.choice([0, 1, 2, 3, 4])
+        probe = Probe(message_id_key=None, digest=bytes(16), histogram=bytes(bins),
+                      histogram_sum=sum(bins), histogram_window=window,
+                      histogram_max_positions=positions, sketch_index=(), min_shared=1,
+                      chunk_index=(), posting_cap=48, max_candidates=1000)
+        expected = {doc_id: sum(a != b for a, b in zip(r.histogram, bins, strict=True))
+                    for doc_id, r in zip(ids, stored, strict=True)
+                    if abs(r.histogram_sum - sum(bins)) <= window}
+        expected = {i: p for i, p in expected.items() if p <= positions}
+        assert store.lookup(probe).by_histogram == expected
+
+
+def test_a_schema_1_store_opens_and_checks_fine(tmp_path: Path, settings: Settings) -> None:
+    """A store 0.x wrote (schema 1 records and meta) works after the upgrade: verify is
+    clean, its records are found, a touched record is rewritten as schema 2, and a new
+    record is written as schema 2."""
+    texts = [paragraph_text(900 + seed, count=300) for seed in range(5)]
+    with Engine(settings, str(tmp_path / "probe")) as scratch:
+        records = [scratch.detector._new_record(
+            scratch.analyse(make_message(text, message_id=f"<old{n}@x>")).fingerprint,
+            f"<old{n}@x>", (), 1_700_000_000 + n, 1) for n, text in enumerate(texts)]
+    location = tmp_path / "old"
+    schema1.write_lmdb(location, settings.fingerprint.store_parameters(), records,
+                       counts={(1_700_000_000 // 86400, 0): 5})
+    with Engine(settings, str(location), readonly=True) as engine:
+        assert engine.store.verify() == []
+        assert engine.store.stats()["records"] == 5
+    with Engine(settings, str(location)) as engine:
+        assert engine.store.verify() == []
+        copy = engine.check(make_message(texts[2], message_id="<again@x>"), now=1_700_000_100)
+        assert copy.verdict == "duplicate" and copy.match.message_id == "<old2@x>"
+        edited = texts[3].replace(" ", "  ", 3) + "\nOne more line at the end.\n"
+        near = engine.check(make_message(edited, message_id="<edit@x>"), now=1_700_000_200)
+        assert near.verdict == "near-duplicate" and near.match.message_id == "<old3@x>"
+        raw = {record.message_id: record for record in engine.store.records()}
+        assert raw["<old2@x>"].seen == 2 and raw["<old2@x>"].features == b""
+        with engine.store.env.begin() as txn:
+            versions = {Record.decode(1, value).message_id: bytes(value)[0] for _, value
+                        in txn.cursor(db=engine.store.docs)}
+        assert versions == {"<old0@x>": 1, "<old1@x>": 1, "<old2@x>": 2, "<old3@x>": 1,
+                            "<old4@x>": 1, "<edit@x>": 2}
+        assert engine.store.verify() == []
+        stats = engine.store.stats()
+        assert stats["records"] == 6
+        assert stats["verdicts_per_day"][1_700_000_000 // 86400 * 86400] == {
+            "unique": 5, "duplicate": 1, "near-duplicate": 1}
+
+
+def test_a_schema_1_store_that_cannot_be_written_is_read_as_it_is(
+        tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Someone who may only read a 0.x store (no write access, so no upgrade) still gets
+    answers from it: its histogram index is by_sum, read as the sum window."""
+    import mailfilter.store.lmdb as lmdb_store
+    text = paragraph_text(950, count=600)
+    with Engine(settings, str(tmp_path / "probe")) as scratch:
+        analysis = scratch.analyse(make_message(text, message_id="<h@x>"))
+        record = scratch.detector._new_record(analysis.fingerprint, "<h@x>", (), 1000, 1)
+    schema1.write_lmdb(tmp_path / "old", settings.fingerprint.store_parameters(), [record])
+    real_access = os.access
+    monkeypatch.setattr(lmdb_store.os, "access", lambda path, mode: real_access(
+        path, mode) and not mode & os.W_OK)
+    store = LmdbStore(tmp_path / "old", settings.fingerprint.store_parameters(), readonly=True)
+    with Engine(settings, store=store) as engine:   # (closes the store)
+        assert store._by_sum is not None and store.verify() == []
+        variant = text.replace(".", "!").replace(" ", " -- ", 3)   # same letters, new digest
+        verdict = engine.check(make_message(variant, message_id="<v@x>"), record=False)
+        assert (verdict.verdict, verdict.reason) == ("near-duplicate", "shingles")
+        probe = engine.detector.probe(engine.analyse(make_message(variant)).fingerprint, None)
+        assert store.lookup(probe).by_histogram == {1: 0}
+
+
+def test_verify_checks_the_histogram_index(engine: Engine) -> None:
+    for seed in range(3):
+        engine.check(make_message(paragraph_text(960 + seed, count=400), message_id=f"<v{seed}@x>"))
+    store: LmdbStore = engine.store
+    assert store.verify() == []
+    with store.env.begin(write=True) as txn:
+        cursor = txn.cursor(db=store.index["by_hist"])
+        assert cursor.first()
+        key = bytes(cursor.key())
+        cursor.delete()
+        txn.put(b"\x01" * 15, bytes(24) + (99).to_bytes(8, "big"), db=store.index["by_hist"],
+                dupdata=True)
+    problems = store.verify()
+    assert any(p.startswith("by_hist: record") and key.hex() in p for p in problems)
+    assert any(p.startswith("by_hist: entry 01010101") for p in problems)

@@ -1,9 +1,16 @@
 """The memory of seen mail: the :class:`Store` protocol, records, and ``open_store``.
 
 A store keeps hashes and counts, never message text: a record is a fingerprint, the hashes
-of its recipients, times and a seen-counter, plus the Message-ID (needed for ``match=``).
-It answers one :class:`Probe` with one :class:`Candidates` (one read transaction, or one
-round trip for a networked store); it never decides verdicts.
+of its recipients, times and a seen-counter, the Message-ID (needed for ``match=``) and the
+detector's own small ``features``, opaque to the store.  It answers one :class:`Probe` with
+one :class:`Candidates` (one read transaction, or one round trip for a networked store); it
+never decides verdicts.  Two backends implement :class:`Store`: LMDB (``lmdb.py``, the
+default) and Redis or Redis Cluster (``redis/``); tests run the same behaviours on both.
+
+The record codec (:meth:`Record.encode`, :meth:`Record.decode`) is schema 2; schema 1
+records (no features) are still read, so stores written before open as they are.  Its
+layout is exported as :data:`LAYOUT`, from which the Redis scripts take every offset.  The
+histogram index (:func:`histogram_keys`) is defined here too, for both backends.
 """
 
 from __future__ import annotations
@@ -19,11 +26,124 @@ import xxhash
 from mailfilter.config import check_store
 
 T = TypeVar("T")
-SCHEMA_VERSION = 1
-_MESSAGE_ID_MAX = 250
-_RECIPIENTS_MAX = 64
-_HEADER = struct.Struct(">BBIII36sHIII16s16sHHHH")
+# The record schema: the first byte of every encoded record.  Version 1 (dupfilter up to
+# 0.x, no ``features``) is still read; records are written as version 2.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
+# Ids read per Message-ID and per digest by a lookup (the newest), in every backend, and
+# per part digest (Probe.part_digests).
+NEWEST_EXACT = 16
+NEWEST_PART = 4
+MESSAGE_ID_MAX = 250
+RECIPIENTS_MAX = 64
+FEATURES_MAX = 1024
 _UNSAFE_ID = re.compile(r"[\x00-\x1f\x7f;]")
+
+# The fixed header of an encoded record, in order: (field, struct code), big-endian.
+_HEADER_FIELDS = (
+    ("version", "B"), ("flags", "B"), ("first_seen", "I"), ("last_seen", "I"), ("seen", "I"),
+    ("histogram", "36s"), ("histogram_sum", "H"), ("histogram_chars", "I"),
+    ("shingle_count", "I"), ("word_count", "I"), ("digest", "16s"), ("message_id_key", "16s"),
+    ("n_sketch", "H"), ("n_chunks", "H"), ("n_recipients", "H"), ("n_message_id", "H"))
+_HEADER = struct.Struct(">" + "".join(code for _, code in _HEADER_FIELDS))
+_CHUNK = struct.Struct(">QI")
+_U16 = struct.Struct(">H")
+
+
+@dataclass(frozen=True)
+class RecordLayout:
+    """Where everything is in an encoded :class:`Record` (what a Redis script reads).
+
+    An encoded record is the fixed header (``fields``: name → (offset, width) in bytes,
+    every number big-endian unsigned), then the variable sections in ``sections`` order:
+    ``n_sketch`` sketch hashes of ``sketch_width`` bytes, ``n_chunks`` attachment chunks
+    (a ``chunk_width``-byte entry: an 8-byte digest then a 4-byte length), ``n_recipients``
+    recipient hashes of ``recipient_width`` bytes, ``n_message_id`` bytes of Message-ID,
+    and from version 2 on a ``features_length_width``-byte length and that many bytes of
+    ``features``.  Versions 1 and 2 share the header and the first four sections, so a
+    script that edits the header or the recipients and copies the rest keeps either.
+    """
+
+    header: int
+    fields: dict[str, tuple[int, int]]
+    sections: tuple[str, ...]
+    sketch_width: int
+    chunk_width: int
+    chunk_digest_width: int
+    recipient_width: int
+    recipients_max: int
+    message_id_max: int
+    features_length_width: int
+    features_max: int
+
+    def offset(self, name: str) -> int:
+        return self.fields[name][0]
+
+
+def _layout() -> RecordLayout:
+    fields, position = {}, 0
+    for name, code in _HEADER_FIELDS:
+        width = struct.calcsize(">" + code)
+        fields[name] = (position, width)
+        position += width
+    return RecordLayout(header=position, fields=fields,
+                        sections=("sketch", "chunks", "recipients", "message_id", "features"),
+                        sketch_width=4, chunk_width=_CHUNK.size, chunk_digest_width=8,
+                        recipient_width=8, recipients_max=RECIPIENTS_MAX,
+                        message_id_max=MESSAGE_ID_MAX, features_length_width=2,
+                        features_max=FEATURES_MAX)
+
+
+LAYOUT = _layout()
+
+# -- the histogram index -------------------------------------------------------------------
+#
+# Seed 000's rule matches a stored histogram whose sum is within ±window of the message's
+# and which differs in at most ``histogram_max_positions`` of the 36 bins.  The bins are
+# split into HISTOGRAM_GROUPS groups (bin i in group i mod 3); two histograms that differ in
+# at most 2 bins are equal in at least one group, so indexing a record under (group, sum,
+# the group's 12 bins) for every group, and looking up the message's keys for every sum in
+# the window, finds every record the rule can match, and few others: the entries compared
+# are the records equal to the message in a third of its bins, not every record whose sum
+# is near (a number that grows with the store).  Above 2 positions the index cannot promise
+# that; stores then read the whole sum window.
+HISTOGRAM_GROUPS = 3
+# (A Redis store files a group by a number modulo this prime, which its Lua computes too.)
+HISTOGRAM_PRIME = 2_147_483_647
+
+
+def histogram_key(group: int, histogram_sum: int, histogram: bytes) -> bytes:
+    """The index key of ``histogram`` in ``group``: the group (1 byte), the sum (2 bytes,
+    at most 65535) and the group's bins."""
+    return bytes((group,)) + min(histogram_sum, 0xFFFF).to_bytes(2, "big") \
+        + histogram[group::HISTOGRAM_GROUPS]
+
+
+def histogram_keys(histogram: bytes, histogram_sum: int) -> list[bytes]:
+    """A record's keys in the histogram index, one per group."""
+    return [histogram_key(group, histogram_sum, histogram) for group in range(HISTOGRAM_GROUPS)]
+
+
+def histogram_probe_sums(histogram_sum: int, window: int) -> range:
+    """The sums a lookup reads: ±``window`` around ``histogram_sum`` within 0..65535."""
+    return range(max(0, histogram_sum - window), min(0xFFFF, histogram_sum + window) + 1)
+
+
+def histogram_probe_keys(histogram: bytes, histogram_sum: int, window: int) -> list[bytes]:
+    """The keys a lookup reads, sum by sum, then group by group (usable when the rule
+    allows at most ``HISTOGRAM_GROUPS - 1`` differing positions)."""
+    groups = [histogram[group::HISTOGRAM_GROUPS] for group in range(HISTOGRAM_GROUPS)]
+    return [bytes((group,)) + value.to_bytes(2, "big") + groups[group]
+            for value in histogram_probe_sums(histogram_sum, window)
+            for group in range(HISTOGRAM_GROUPS)]
+
+
+def histogram_group_number(group: int, histogram: bytes) -> int:
+    """The number a Redis store files a histogram under for ``group`` (``group_number`` in
+    its Lua): the group and its bins read as one big-endian number, modulo a prime.  The sum
+    is left out there: a lookup reads one key per group and checks the sums it finds."""
+    return int.from_bytes(bytes((group,)) + histogram[group::HISTOGRAM_GROUPS], "big") \
+        % HISTOGRAM_PRIME
 
 
 class StoreError(RuntimeError):
@@ -57,7 +177,7 @@ def safe_message_id(message_id: str | None) -> str | None:
     if not message_id:
         return None
     cleaned = _UNSAFE_ID.sub("", message_id).strip()
-    return cleaned[:_MESSAGE_ID_MAX] or None
+    return cleaned[:MESSAGE_ID_MAX] or None
 
 
 @dataclass(slots=True)
@@ -79,18 +199,19 @@ class Record:
     last_seen: int = 0
     seen: int = 1
     doc_id: int = 0
-    # The detector's own data (mailfilter/features.py), opaque to the store: kept as it
-    # is, after the Message-ID, when the header's flags say so (records without it decode
-    # as before).
+    # The detector's own small encoded data (up to FEATURES_MAX bytes): kept and returned
+    # verbatim, never read by a store.
     features: bytes = b""
 
     def encode(self) -> bytes:
-        message_id = (self.message_id or "").encode("utf-8", "replace")[:_MESSAGE_ID_MAX]
-        recipients = self.recipients[:_RECIPIENTS_MAX]
-        features = self.features[:_FEATURES_MAX]
+        """The record as bytes (schema version 2; see :class:`RecordLayout`)."""
+        if len(self.features) > FEATURES_MAX:
+            raise ValueError(f"record features are {len(self.features)} bytes; at most "
+                             f"{FEATURES_MAX} are stored")
+        message_id = (self.message_id or "").encode("utf-8", "replace")[:MESSAGE_ID_MAX]
+        recipients = self.recipients[:RECIPIENTS_MAX]
         head = _HEADER.pack(
-            SCHEMA_VERSION, _HAS_FEATURES if features else 0, self.first_seen, self.last_seen,
-            self.seen, self.histogram,
+            SCHEMA_VERSION, 0, self.first_seen, self.last_seen, self.seen, self.histogram,
             self.histogram_sum, self.histogram_chars, self.shingle_count, self.word_count,
             self.digest, self.message_id_key or bytes(16), len(self.sketch), len(self.chunks),
             len(recipients), len(message_id))
@@ -99,19 +220,21 @@ class Record:
             parts.append(struct.pack(">QI", digest, length))
         parts.append(struct.pack(f">{len(recipients)}Q", *recipients))
         parts.append(message_id)
-        if features:
-            parts.append(len(features).to_bytes(2, "big") + features)
+        parts.append(_U16.pack(len(self.features)))
+        parts.append(self.features)
         return b"".join(parts)
 
     @classmethod
     def decode(cls, doc_id: int, data: bytes) -> Record:
-        """The record encoded in ``data`` (positional construction and cached formats: a
-        check decodes up to ``max_candidates`` records, so this is on its hot path)."""
+        """The record encoded in ``data``, schema version 1 or 2 (positional construction
+        and cached formats: a check decodes up to ``max_candidates`` records, so this is on
+        its hot path)."""
         (version, flags, first_seen, last_seen, seen, histogram, histogram_sum,
          histogram_chars, shingle_count, word_count, digest, msgid_key, n_sketch, n_chunks,
          n_recipients, n_message_id) = _HEADER.unpack_from(data, 0)
-        if version != SCHEMA_VERSION:
-            raise StoreError(f"record {doc_id} has schema {version}, expected {SCHEMA_VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise StoreError(f"record {doc_id} has schema {version}; this dupfilter reads "
+                             f"schemas {sorted(READABLE_VERSIONS)}")
         offset = _HEADER.size
         sketch = (_SKETCHES.get(n_sketch) or _format(_SKETCHES, ">%dI", n_sketch)
                   ).unpack_from(data, offset)
@@ -127,11 +250,15 @@ class Record:
             offset += 8 * n_recipients
         message_id = str(data[offset:offset + n_message_id], "utf-8", "replace") \
             if n_message_id else None
-        offset += n_message_id
         features = b""
-        if flags & _HAS_FEATURES:
-            size = int.from_bytes(data[offset:offset + 2], "big")
-            features = bytes(data[offset + 2:offset + 2 + size])
+        # Schema 2 records end with their features; so do schema 1 records flagged so
+        # (an interim encoding that never bumped the schema).
+        if version > 1 or flags & _SCHEMA_1_FEATURES:
+            offset += n_message_id
+            (n_features,) = _U16.unpack_from(data, offset)
+            features = bytes(data[offset + 2:offset + 2 + n_features])
+            if len(features) != n_features:
+                raise StoreError(f"record {doc_id} is cut short")
         return cls(histogram, histogram_sum, histogram_chars, sketch, shingle_count,
                    word_count, digest, None if msgid_key == _NO_KEY else msgid_key,
                    message_id, chunks, recipients, first_seen, last_seen, seen, doc_id,
@@ -139,9 +266,7 @@ class Record:
 
 
 _NO_KEY = bytes(16)
-_HAS_FEATURES = 1
-_FEATURES_MAX = 2048
-_CHUNK = struct.Struct(">QI")
+_SCHEMA_1_FEATURES = 1   # flags bit of a schema 1 record that ends with features
 _SKETCHES: dict[int, struct.Struct] = {}
 _RECIPIENTS: dict[int, struct.Struct] = {}
 
@@ -213,36 +338,85 @@ class Candidates:
 
 
 class Store(Protocol):
-    """What the detector and the admin commands need of a store."""
+    """Everything the engine, the detector and the admin commands ask of a store.
+
+    Both backends (:class:`~mailfilter.store.lmdb.LmdbStore`,
+    :class:`~mailfilter.store.redis.RedisStore`) implement all of it; tests run the same
+    behaviours on both (``tests/support/stores.py``).  Record ids are positive integers
+    that grow with the time of the first add (per partition on a Redis Cluster).
+    """
 
     location: str
 
-    def lookup(self, probe: Probe) -> Candidates: ...
+    def lookup(self, probe: Probe) -> Candidates:
+        """Every index for ``probe``: one read transaction (LMDB) or one round trip."""
+        ...
 
-    def add(self, record: Record) -> int: ...
+    def lookup_or_add(self, probe: Probe, record: Record) -> Candidates:
+        """:meth:`lookup`; when it finds no record at all (the verdict can only be
+        "unique"), also add ``record`` and count a "unique" verdict on the day of
+        ``record.first_seen``, in the same transaction or script.
 
-    def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None: ...
+        ``record.doc_id`` is set when the record was added, else left 0 (the caller then
+        records as usual: :meth:`count_verdict`, then :meth:`touch` or :meth:`add`).  A
+        read-only store, and a Redis store of several partitions, only look up.
+        """
+        ...
 
-    def count_verdict(self, verdict: str, when: int) -> None: ...
+    def add(self, record: Record) -> int:
+        """Store ``record`` with its index entries; returns (and sets) its id."""
+        ...
+
+    def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None:
+        """One more sighting of a record: ``seen`` + 1, last seen ``when`` (never moved
+        back), ``recipients`` merged in (the newest ``RECIPIENTS_MAX`` kept); everything
+        else, ``features`` included, unchanged.  An id that is gone is ignored."""
+        ...
+
+    def count_verdict(self, verdict: str, when: int) -> None:
+        """Add one to the counter of ``verdict`` on the day of ``when`` (for ``stats``)."""
+        ...
 
     def atomically(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` (lookups and writes) as one unit: a transaction where the backend
         has them, one batch of writes otherwise."""
         ...
 
-    def prune(self, before: int) -> int: ...
+    def get(self, doc_id: int) -> Record | None:
+        """The record with id ``doc_id``, or None."""
+        ...
 
-    def forget(self, doc_ids: Sequence[int]) -> int: ...
+    def prune(self, before: int) -> int:
+        """Remove records last seen before ``before`` (epoch seconds); how many.  Redis
+        expires records by TTL instead and returns 0."""
+        ...
 
-    def find_message_id(self, message_id: str) -> list[int]: ...
+    def forget(self, doc_ids: Sequence[int]) -> int:
+        """Remove these records and their index entries; how many there were."""
+        ...
 
-    def records(self) -> Iterator[Record]: ...
+    def find_message_id(self, message_id: str) -> list[int]:
+        """Ids of the records stored under this Message-ID."""
+        ...
 
-    def stats(self) -> dict[str, object]: ...
+    def records(self) -> Iterator[Record]:
+        """Every record (for ``scan --json``, ``verify``, exports)."""
+        ...
 
-    def verify(self) -> list[str]: ...
+    def stats(self) -> dict[str, object]:
+        """``backend``, ``location``, ``records``, ``oldest`` and ``newest`` last-seen
+        times, ``verdicts_per_day`` ({day start: {verdict: count}}), ``used_bytes``, and
+        whatever else the backend can tell (``dupfilter-db stats``)."""
+        ...
 
-    def close(self) -> None: ...
+    def verify(self) -> list[str]:
+        """Problems found: records that do not decode, index entries without their record
+        or records without their entries (``dupfilter-db verify``); empty when sound."""
+        ...
+
+    def close(self) -> None:
+        """Release the store (idempotent)."""
+        ...
 
 
 def open_store(location: str, parameters: dict[str, object], *, map_size_mb: int = 64,

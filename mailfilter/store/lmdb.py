@@ -7,7 +7,7 @@ sub-database   key                                         value
 =============  ==========================================  ============================
 ``meta``       ``schema``, ``parameters``, ``next_id``     JSON / counters
 ``docs``       id (u64)                                    encoded :class:`Record`
-``by_sum``     histogram sum (u16), dupsort+dupfixed       histogram (36) + id (u64)
+``by_hist``    histogram group key (15), dupsort+dupfixed   the other 24 bins + id (u64)
 ``by_shingle`` sketch hash (u32), dupsort+dupfixed         id (u64)
 ``by_digest``  exact digest (16), dupsort+dupfixed         id (u64)
 ``by_msgid``   Message-ID key (16), dupsort+dupfixed       id (u64)
@@ -16,20 +16,30 @@ sub-database   key                                         value
 ``counts``     day (u32, days since epoch) + verdict       u64 count
 =============  ==========================================  ============================
 
-The ±window histogram lookup is one ``getmulti`` over consecutive sums, and the window's
-histograms are compared without a loop over bins (one numpy operation for large windows).  Many
-processes may share the store; the map grows when it is full.
+``by_hist`` holds each record three times, under (group, sum, the group's 12 bins) for each
+group of bins (see :func:`mailfilter.store.histogram_keys`): the histogram rule's lookup is
+one ``getmulti`` over the message's keys for every sum in its window, which finds every
+record the rule can match (at most two differing bins leave one group equal) and few
+others, however many records have a sum in the window.  Entries carry the whole histogram
+(the key's bins and the value's), so they are compared without reading records, by XOR of
+integers or, for many, in numpy.  A rule allowing more differing bins reads the group-0 keys
+of the whole sum window, a range.  Schema 1 stores (a ``by_sum`` index: sum → histogram +
+id) are upgraded by the first process that opens them for writing.  Many processes may share
+the store; the map grows when it is full.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import operator
 import os
 import struct
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -38,73 +48,129 @@ import numpy as np
 
 from mailfilter.names import Kind
 from mailfilter.store import (
+    HISTOGRAM_GROUPS,
+    NEWEST_EXACT,
+    NEWEST_PART,
+    READABLE_VERSIONS,
     SCHEMA_VERSION,
     Candidates,
     Probe,
     Record,
     StoreError,
     StoreMismatch,
+    histogram_keys,
+    histogram_probe_keys,
+    histogram_probe_sums,
     message_id_key,
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 _U64 = struct.Struct(">Q")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _TIME_ID = struct.Struct(">IQ")
 _DAY_VERDICT = struct.Struct(">IB")
-_HIST_ENTRY = 36 + 8
-_WINDOW_ENTRY = 2 + _HIST_ENTRY   # getmulti with keyfixed: sum key, then the value
 _NUMPY_WINDOW = 32    # from here on numpy is faster than the loop (measured: 31 µs vs 34 µs at 32)
 _VERDICT_CODES = {Kind.UNIQUE: 0, Kind.DUPLICATE: 1, Kind.NEAR_DUPLICATE: 2}
 _MAX_MAP = 1 << 40
-_INDEXES = ("by_sum", "by_shingle", "by_digest", "by_msgid", "by_chunk")
+_INDEXES = ("by_hist", "by_shingle", "by_digest", "by_msgid", "by_chunk")
+
+
+@dataclass(frozen=True)
+class _Entries:
+    """Where the parts of a histogram index entry are, as ``getmulti(keyfixed=True)``
+    returns it (the key, then the value): its width, the group byte (None: one group), the
+    36 bins (permuted as the images of :func:`_images`) and the id."""
+
+    width: int
+    group: int | None
+    bins: int
+    id: int
+
+
+# by_hist: group (1), sum (2), the group's bins (12) | the other bins (24), id (8).
+_GROUPED = _Entries(width=15 + 24 + 8, group=0, bins=3, id=39)
+# by_sum of schema 1, read only where a store cannot be upgraded: sum (2) | histogram, id.
+_BY_SUM = _Entries(width=2 + 36 + 8, group=None, bins=2, id=38)
+
+
+_OUTSIDE = [operator.itemgetter(*[position for position in range(36)
+                                   if position % HISTOGRAM_GROUPS != group])
+            for group in range(HISTOGRAM_GROUPS)]
+
+
+def _others(histogram: bytes, group: int) -> bytes:
+    """The bins of ``histogram`` outside ``group``, in order (a by_hist value's bins)."""
+    return bytes(_OUTSIDE[group](histogram))
+
+
+def _images(histogram: bytes, layout: _Entries) -> list[bytes]:
+    """The probe's histogram as each group's entries hold it (the group's bins first)."""
+    if layout.group is None:
+        return [histogram]
+    return [histogram[group::HISTOGRAM_GROUPS] + _others(histogram, group)
+            for group in range(HISTOGRAM_GROUPS)]
 
 
 def _u64(value: int) -> bytes:
     return _U64.pack(value)
 
 
-def _close_histograms(packed: bytes, probe: Probe) -> list[tuple[int, int]]:
-    """(differing positions, doc id) of window entries within the limit; small windows.
+def _close_histograms(packed: bytes, layout: _Entries, probe: Probe
+                      ) -> tuple[list[tuple[int, int]], int]:
+    """(differing positions, doc id) of the entries within the limit, closest first, then
+    oldest; and how many records the entries hold (a record can be under two groups' keys).
+    For a few entries.
 
     XOR of the two histograms as integers leaves a zero byte where a bin is equal, so the
     number of differing bins is 36 minus the zero bytes — no loop over the bins.
     """
-    wanted = int.from_bytes(probe.histogram, "big")
+    wanted = [int.from_bytes(image, "big") for image in _images(probe.histogram, layout)]
+    seen: dict[int, int] = {}
+    for offset in range(0, len(packed), layout.width):
+        doc_id = _U64.unpack_from(packed, offset + layout.id)[0]
+        if doc_id in seen:
+            continue
+        group = 0 if layout.group is None else packed[offset + layout.group]
+        stored = int.from_bytes(packed[offset + layout.bins:offset + layout.bins + 36], "big")
+        seen[doc_id] = 36 - (stored ^ wanted[group]).to_bytes(36, "big").count(0)
     limit = probe.histogram_max_positions
-    close = []
-    for offset in range(0, len(packed), _WINDOW_ENTRY):
-        stored = int.from_bytes(packed[offset + 2:offset + 38], "big")
-        positions = 36 - (stored ^ wanted).to_bytes(36, "big").count(0)
-        if positions <= limit:
-            close.append((positions, _U64.unpack_from(packed, offset + 38)[0]))
-    close.sort()
-    return close[:probe.histogram_limit]
+    close = sorted((positions, doc_id) for doc_id, positions in seen.items()
+                   if positions <= limit)
+    return close[:probe.histogram_limit], len(seen)
 
 
-def _close_histograms_numpy(packed: memoryview, probe: Probe) -> list[tuple[int, int]]:
-    """The same for large windows (a million records put thousands of entries in one):
+def _close_histograms_numpy(packed: memoryview, layout: _Entries, probe: Probe
+                            ) -> tuple[list[tuple[int, int]], int]:
+    """The same for many entries (a sum window of a million records holds thousands):
     compared, selected and ordered in a few numpy operations, no Python loop per entry.
 
     The 36 per-bin comparisons of an entry are read as nine 32-bit words of four 0/1 bytes;
     adding the words and multiplying by 0x01010101 sums the bytes into the top byte (at
     most 36, so no carry crosses a byte) — much faster than numpy's sum over a short axis.
     """
-    entries = np.frombuffer(packed, dtype=np.uint8).reshape(-1, _WINDOW_ENTRY)
-    words = (entries[:, 2:38] != np.frombuffer(probe.histogram, dtype=np.uint8)
-             ).view(np.uint32)
+    entries = np.frombuffer(packed, dtype=np.uint8).reshape(-1, layout.width)
+    images = np.frombuffer(b"".join(_images(probe.histogram, layout)),
+                           dtype=np.uint8).reshape(-1, 36)
+    against = images[0] if layout.group is None else images[entries[:, layout.group]]
+    words = (entries[:, layout.bins:layout.bins + 36] != against).view(np.uint32)
     total = words[:, 0] + words[:, 1]
     for column in range(2, 9):
         total += words[:, column]
     differing = (total * np.uint32(0x01010101)) >> np.uint32(24)
+    ids = entries[:, layout.id:layout.id + 8].copy().view(">u8").ravel()
+    distinct = len(ids) if layout.group is None else len(np.unique(ids))
     rows = np.flatnonzero(differing <= probe.histogram_max_positions)
     if not len(rows):
-        return []
-    ids = entries[rows, 38:46].copy().view(">u8").ravel()
-    positions = differing[rows]
-    order = np.lexsort((ids, positions))[:probe.histogram_limit]   # closest, then oldest
-    return list(zip(positions[order].tolist(), ids[order].tolist(), strict=True))
+        return [], distinct
+    ids, positions = ids[rows], differing[rows]
+    order = np.lexsort((ids, positions))   # closest, then oldest
+    if layout.group is not None:           # each record once
+        _, first = np.unique(ids[order], return_index=True)
+        order = order[np.sort(first)]
+    order = order[:probe.histogram_limit]
+    return list(zip(positions[order].tolist(), ids[order].tolist(), strict=True)), distinct
 
 
 def _initialised(path: Path) -> bool:
@@ -121,6 +187,23 @@ def _initialised(path: Path) -> bool:
         with env.begin() as txn:
             return txn.get(b"parameters", db=meta) is not None
     except lmdb.Error:
+        return False
+    finally:
+        env.close()
+
+
+def _older_schema(path: Path) -> bool:
+    """True when the environment at ``path`` was written with an older schema."""
+    try:
+        env = lmdb.open(str(path), max_dbs=12, readonly=True, lock=True, create=False)
+    except lmdb.Error:
+        return False
+    try:
+        meta = env.open_db(b"meta", create=False)
+        with env.begin() as txn:
+            schema = txn.get(b"schema", db=meta)
+        return schema is not None and int(schema) < SCHEMA_VERSION
+    except (lmdb.Error, ValueError):
         return False
     finally:
         env.close()
@@ -152,9 +235,11 @@ class LmdbStore:
         elif not os.access(data_file, os.R_OK | (0 if readonly else os.W_OK)):
             raise StoreError(f"store {path} is not {'readable' if readonly else 'writable'} "
                              f"by this user (uid {os.getuid()})")
-        elif readonly and os.access(data_file, os.W_OK) and not _initialised(path):
+        elif readonly and os.access(data_file, os.W_OK) and (
+                not _initialised(path) or _older_schema(path)):
             # A delivery killed while creating the store left it without its sub-databases:
-            # finish creating it (empty), as the next delivery would.
+            # finish creating it (empty), as the next delivery would.  A store of an older
+            # schema is upgraded, as the next delivery would.
             LmdbStore(path, parameters, map_size_mb=map_size_mb, file_mode=file_mode).close()
         try:
             self.env = lmdb.open(str(path), max_dbs=12, map_size=map_size_mb << 20,
@@ -187,7 +272,19 @@ class LmdbStore:
             self.docs = sub("docs")
             self.by_time = sub("by_time")
             self.counts = sub("counts")
-            self.index = {name: sub(name, dupsort=True, dupfixed=True) for name in _INDEXES}
+            self.index = {}
+            for name in _INDEXES:
+                try:
+                    self.index[name] = sub(name, dupsort=True, dupfixed=True)
+                except lmdb.NotFoundError:
+                    if name != "by_hist" or not self.readonly:
+                        raise
+            # A schema 1 store that cannot be upgraded (read-only to this user) is read as
+            # it is: its histogram index is by_sum.
+            self._by_sum = None
+            if "by_hist" not in self.index:
+                self._by_sum = self.index["by_sum"] = sub("by_sum", dupsort=True,
+                                                          dupfixed=True)
         except lmdb.NotFoundError:
             raise StoreError(f"{self.location} is not a dupfilter store") from None
 
@@ -207,9 +304,9 @@ class LmdbStore:
                     txn.put(b"parameters", wanted.encode(), db=self.meta)
                     txn.put(b"created", _u64(int(time.time())), db=self.meta)
             return
-        if schema is not None and int(schema) != SCHEMA_VERSION:
+        if schema is not None and int(schema) not in READABLE_VERSIONS:
             raise StoreMismatch(f"store {self.location} has schema {int(schema)}; this "
-                                f"dupfilter reads schema {SCHEMA_VERSION}")
+                                f"dupfilter reads schemas {sorted(READABLE_VERSIONS)}")
         have = json.loads(stored)
         if have != json.loads(wanted):
             differ = sorted(k for k in set(have) | set(parameters)
@@ -218,6 +315,35 @@ class LmdbStore:
                                 for k in differ)
             raise StoreMismatch(f"store {self.location} was built with other fingerprint "
                                 f"parameters: {details}; use those settings or a new store")
+        if schema is not None and int(schema) < SCHEMA_VERSION and not self.readonly:
+            self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Bring a schema 1 store to this schema (once, by the first writer, in one
+        transaction): the histogram index by_sum is replaced by by_hist, built from the
+        records.  Records stay as they are (read as they are, written as schema 2 when
+        touched)."""
+        def upgrade(txn: lmdb.Transaction) -> None:
+            schema = txn.get(b"schema", db=self.meta)
+            if schema is None or int(schema) >= SCHEMA_VERSION:
+                return   # another process did it meanwhile
+            by_hist = self.index["by_hist"]
+            for key, value in txn.cursor(db=self.docs):
+                record = Record.decode(_U64.unpack(key)[0], value)
+                for name, index_key, entry in self._index_entries(record, shingles=False):
+                    if name == "by_hist":
+                        txn.put(index_key, entry, db=by_hist, dupdata=True)
+            try:
+                by_sum = self.env.open_db(b"by_sum", txn=txn, create=False, dupsort=True,
+                                          dupfixed=True)
+            except lmdb.NotFoundError:
+                pass
+            else:
+                txn.drop(by_sum, delete=True)
+            txn.put(b"schema", str(SCHEMA_VERSION).encode(), db=self.meta)
+        log.warning("%s: upgrading the store from schema 1 to %s", self.location,
+                    SCHEMA_VERSION)
+        self.atomically(lambda: upgrade(self._local.txn))
 
     def _grow(self) -> None:
         with self._grow_lock:
@@ -294,7 +420,23 @@ class LmdbStore:
     # -- lookup ------------------------------------------------------------------------
 
     def lookup(self, probe: Probe) -> Candidates:
+        """Every index for ``probe`` in one read transaction."""
         return self._read(lambda txn: self._lookup(txn, probe))
+
+    def lookup_or_add(self, probe: Probe, record: Record) -> Candidates:
+        """:meth:`lookup`, and when it finds no record at all, add ``record`` and count a
+        "unique" verdict in the same write transaction (``record.doc_id`` is set; it stays
+        0 when something was found).  Read-only: a plain lookup."""
+        if self.readonly:
+            return self.lookup(probe)
+
+        def run(txn: lmdb.Transaction) -> Candidates:
+            found = self._lookup(txn, probe)
+            if not found.records:
+                self._count(txn, "unique", record.first_seen)
+                self._add(txn, record)
+            return found
+        return self._write(run)
 
     def _postings(self, cursor: lmdb.Cursor, key: bytes, cap: int) -> list[int]:
         """Newest ``cap`` ids under ``key`` (ids grow with time, so read from the end)."""
@@ -336,11 +478,11 @@ class LmdbStore:
         result = Candidates()
         cursor = txn.cursor(db=self.index["by_msgid"])
         if probe.message_id_key:
-            result.by_message_id = self._postings(cursor, probe.message_id_key, 16)
+            result.by_message_id = self._postings(cursor, probe.message_id_key, NEWEST_EXACT)
         cursor = txn.cursor(db=self.index["by_digest"])
-        result.by_digest = self._postings(cursor, probe.digest, 16)
+        result.by_digest = self._postings(cursor, probe.digest, NEWEST_EXACT)
         for digest in probe.part_digests:
-            result.by_digest += [i for i in self._postings(cursor, digest, 4)
+            result.by_digest += [i for i in self._postings(cursor, digest, NEWEST_PART)
                                  if i not in result.by_digest]
         if probe.histogram_window > 0:
             self._histogram_window(txn, probe, result)
@@ -403,20 +545,48 @@ class LmdbStore:
         return result
 
     def _histogram_window(self, txn: lmdb.Transaction, probe: Probe, result: Candidates) -> None:
-        low = max(0, probe.histogram_sum - probe.histogram_window)
-        keys = [_U16.pack(s) for s in range(low, probe.histogram_sum + probe.histogram_window + 1)
-                if s <= 0xFFFF]
-        cursor = txn.cursor(db=self.index["by_sum"])
-        packed = cursor.getmulti(keys, dupdata=True, dupfixed_bytes=_HIST_ENTRY, keyfixed=True)
+        """The histogram rule's candidates: the records under the probe's group keys (every
+        sum of the window), or, for a rule allowing more differing bins than the groups can
+        promise (or a schema 1 store read as it is), every record of the sum window."""
+        if self._by_sum is not None:
+            layout, packed = _BY_SUM, self._by_sum_window(txn, probe)
+        elif probe.histogram_max_positions < HISTOGRAM_GROUPS:
+            layout = _GROUPED
+            keys = histogram_probe_keys(probe.histogram, probe.histogram_sum,
+                                        probe.histogram_window)
+            cursor = txn.cursor(db=self.index["by_hist"])
+            packed = cursor.getmulti(keys, dupdata=True, dupfixed_bytes=_GROUPED.width - 15,
+                                     keyfixed=True)
+        else:
+            layout, packed = _GROUPED, self._group_range(txn, probe)
         if not packed:
             return
-        count = len(packed) // _WINDOW_ENTRY
-        result.histogram_window_size = count
-        if count >= _NUMPY_WINDOW:
-            close = _close_histograms_numpy(packed, probe)
+        if len(packed) // layout.width >= _NUMPY_WINDOW:
+            close, count = _close_histograms_numpy(packed, layout, probe)
         else:
-            close = _close_histograms(bytes(packed), probe)
+            close, count = _close_histograms(bytes(packed), layout, probe)
+        result.histogram_window_size = count
         result.by_histogram = {doc_id: positions for positions, doc_id in close}
+
+    def _group_range(self, txn: lmdb.Transaction, probe: Probe) -> bytes:
+        """Every group-0 entry of the sum window: each record once, keys in one range."""
+        sums = histogram_probe_sums(probe.histogram_sum, probe.histogram_window)
+        start = b"\x00" + _U16.pack(sums.start)
+        end = b"\x00" + _U16.pack(sums.stop) if sums.stop <= 0xFFFF else b"\x01"
+        cursor = txn.cursor(db=self.index["by_hist"])
+        found = []
+        if cursor.set_range(start):
+            for key, value in cursor.iternext():
+                if bytes(key) >= end:
+                    break
+                found.append(bytes(key) + bytes(value))
+        return b"".join(found)
+
+    def _by_sum_window(self, txn: lmdb.Transaction, probe: Probe) -> bytes:
+        sums = histogram_probe_sums(probe.histogram_sum, probe.histogram_window)
+        cursor = txn.cursor(db=self._by_sum)
+        return cursor.getmulti([_U16.pack(s) for s in sums], dupdata=True,
+                               dupfixed_bytes=_BY_SUM.width - 2, keyfixed=True)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -433,15 +603,26 @@ class LmdbStore:
         shingles = [(_U32.pack(value), key) for value in record.sketch[:self.index_size]]
         if shingles:   # one C call for the (usually 24) shingle postings
             txn.cursor(db=self.index["by_shingle"]).putmulti(shingles, dupdata=True)
+        histograms = []
         for name, index_key, value in self._index_entries(record, shingles=False):
-            txn.put(index_key, value, db=self.index[name], dupdata=True)
+            if name == "by_hist":
+                histograms.append((index_key, value))
+            else:
+                txn.put(index_key, value, db=self.index[name], dupdata=True)
+        if histograms:  # its three group entries in one C call
+            txn.cursor(db=self.index["by_hist"]).putmulti(histograms, dupdata=True)
         txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
         return doc_id
 
     def _index_entries(self, record: Record, *, shingles: bool = True
                        ) -> Iterator[tuple[str, bytes, bytes]]:
         key = _u64(record.doc_id)
-        yield "by_sum", _U16.pack(min(record.histogram_sum, 0xFFFF)), record.histogram + key
+        if self._by_sum is not None:
+            yield "by_sum", _U16.pack(min(record.histogram_sum, 0xFFFF)), record.histogram + key
+        else:
+            for group, index_key in enumerate(histogram_keys(record.histogram,
+                                                             record.histogram_sum)):
+                yield "by_hist", index_key, _others(record.histogram, group) + key
         yield "by_digest", record.digest, key
         if record.message_id_key:
             yield "by_msgid", record.message_id_key, key
@@ -472,11 +653,12 @@ class LmdbStore:
 
     def count_verdict(self, verdict: str, when: int) -> None:
         """Add one to the day's counter of ``verdict`` (for `dupfilter-db stats`)."""
-        def bump(txn: lmdb.Transaction) -> None:
-            key = _DAY_VERDICT.pack(when // 86400, _VERDICT_CODES.get(verdict, 0))
-            current = txn.get(key, db=self.counts)
-            txn.put(key, _u64((_U64.unpack(current)[0] if current else 0) + 1), db=self.counts)
-        self._write(bump)
+        self._write(lambda txn: self._count(txn, verdict, when))
+
+    def _count(self, txn: lmdb.Transaction, verdict: str, when: int) -> None:
+        key = _DAY_VERDICT.pack(int(when) // 86400, _VERDICT_CODES.get(verdict, 0))
+        current = txn.get(key, db=self.counts)
+        txn.put(key, _u64((_U64.unpack(current)[0] if current else 0) + 1), db=self.counts)
 
     def _delete(self, txn: lmdb.Transaction, doc_id: int) -> bool:
         key = _u64(doc_id)

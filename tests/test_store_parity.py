@@ -1,0 +1,180 @@
+"""LMDB, Redis and a Redis Cluster answer alike: the same random records written to each,
+then the same random probes, must give the same candidates, counts and statistics.
+
+Records come in families (shared sketch hashes, near histograms, shared digests, Message-IDs
+and attachment chunks), so that every index finds something; each record's ``features`` name
+it, so that answers compare across stores whose ids differ (a cluster numbers records by
+partition).  Caps that the backends apply differently are left out of reach here
+(``posting_cap``, ``max_candidates`` and, on a cluster, ``histogram_candidates`` and the list
+boilerplate threshold): where they bite, docs/scaling.md says how the backends differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+import pytest
+
+from mailfilter.config import Settings
+from mailfilter.store import Candidates, Probe, Record, Store, message_id_key, open_store
+
+SKETCH, INDEX = 64, 24
+
+
+@dataclasses.dataclass
+class Family:
+    hashes: list[int]
+    histogram: list[int]
+    digest: bytes
+    chunks: list[int]
+
+
+def make_families(rng: random.Random, count: int) -> list[Family]:
+    families = []
+    for _ in range(count):
+        histogram = [rng.randrange(20, 200) for _ in range(36)]
+        families.append(Family(sorted(rng.sample(range(1, 1 << 32), 90)), histogram,
+                               rng.randbytes(16), [rng.randrange(1 << 64) for _ in range(4)]))
+    return families
+
+
+def make_record(rng: random.Random, number: int, family: Family, when: int) -> Record:
+    shared = rng.sample(family.hashes, rng.choice([0, 8, 30, 60, 64]))
+    sketch = tuple(sorted(set(shared) | set(rng.sample(range(1, 1 << 32), SKETCH))))[:SKETCH]
+    histogram = list(family.histogram)
+    for position in rng.sample(range(36), rng.choice([0, 0, 1, 2, 3, 5])):
+        histogram[position] = max(0, min(255, histogram[position] + rng.choice([-2, -1, 1, 2])))
+    message_id = f"<r{number}@x>" if rng.random() < 0.9 else f"<r{number - 1}@x>"
+    # Records share a digest only without content: Redis adds a record with the digest of
+    # one with content as a sighting of it (its add is idempotent by digest), LMDB as new.
+    same_body = rng.random() < 0.15
+    return Record(
+        histogram=bytes(histogram), histogram_sum=sum(histogram),
+        histogram_chars=rng.choice([500, 3000, 9000]), sketch=sketch, shingle_count=400,
+        word_count=0 if same_body else rng.choice([0, 300]),
+        digest=family.digest if same_body else rng.randbytes(16),
+        message_id_key=message_id_key(message_id), message_id=message_id,
+        chunks=() if same_body else tuple(
+            (c, 4096) for c in rng.sample(family.chunks, rng.choice([0, 0, 1, 3]))),
+        recipients=tuple(rng.randrange(1 << 64) for _ in range(rng.choice([0, 1, 2]))),
+        first_seen=when, last_seen=when, features=f"r{number}".encode())
+
+
+def make_probe(rng: random.Random, families: list[Family], stored: list[Record], *,
+               cluster: bool) -> Probe:
+    base = rng.choice(stored)
+    family = rng.choice(families)
+    histogram = list(base.histogram)
+    for position in rng.sample(range(36), rng.choice([0, 1, 2, 3])):
+        histogram[position] = max(0, min(255, histogram[position] + rng.choice([-1, 1])))
+    pool = list(base.sketch) + family.hashes + rng.sample(range(1, 1 << 32), 64)
+    sketch = tuple(sorted(set(rng.sample(pool, 80))))[:SKETCH]
+    index = sketch[:INDEX]
+    tail = tuple(rng.sample(sketch, 8)) if rng.random() < 0.7 else ()
+    return Probe(
+        message_id_key=base.message_id_key if rng.random() < 0.3 else None,
+        digest=base.digest if rng.random() < 0.3 else rng.randbytes(16),
+        histogram=bytes(histogram), histogram_sum=sum(histogram),
+        histogram_window=rng.choice([0, 2, 2, 3]),
+        histogram_max_positions=rng.choice([2, 2, 2, 1, 3]),
+        sketch_index=index, min_shared=rng.choice([1, 3]),
+        chunk_index=tuple(rng.sample(family.chunks, rng.choice([0, 1, 2]))),
+        posting_cap=100_000, max_candidates=100_000, tail_hashes=tail,
+        common_postings=1 << 62 if cluster else rng.choice([2, 3, 8, 1 << 62]),
+        sketch=sketch if index else (),
+        histogram_candidates=None if cluster else rng.choice([None, 1, 3]),
+        part_digests=tuple(r.digest for r in rng.sample(stored, rng.choice([0, 0, 1, 3]))))
+
+
+def names(store_ids: dict[int, str], ids: Any) -> Any:
+    if isinstance(ids, dict):
+        return {store_ids[i]: v for i, v in ids.items()}
+    return sorted(store_ids[i] for i in ids)
+
+
+def answer(found: Candidates) -> dict[str, Any]:
+    """``found`` with record ids replaced by the names the records carry in ``features``."""
+    ids = {doc_id: record.features.decode() for doc_id, record in found.records.items()}
+    return {
+        "records": {ids[i]: dataclasses.replace(r, doc_id=0) for i, r in found.records.items()},
+        "by_message_id": names(ids, found.by_message_id),
+        "by_digest": names(ids, found.by_digest), "by_histogram": names(ids, found.by_histogram),
+        "by_shingle": names(ids, found.by_shingle), "by_chunk": names(ids, found.by_chunk),
+        "histogram_window_size": found.histogram_window_size,
+        "sharing": None if found.sharing is None else names(ids, found.sharing),
+        "common": sorted(found.common)}
+
+
+@pytest.mark.parametrize(("seed", "segment_records"), [(1, None), (2, None), (3, 16), (4, 16)])
+def test_lmdb_redis_and_cluster_answer_alike(
+        seed: int, segment_records: int | None, tmp_path, redis_url: str,  # noqa: ANN001
+        cluster_url: str, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Redis segments sized for 16 records, the records are spread over several (a
+    lookup reads them all) and records seen again move between them."""
+    if segment_records:
+        import mailfilter.store.redis as redis_store
+        monkeypatch.setattr(redis_store, "SEGMENT_RECORDS_MIN", segment_records)
+    rng = random.Random(seed)
+    parameters = settings.fingerprint.store_parameters()
+    stores: dict[str, Store] = {
+        "lmdb": open_store(str(tmp_path / "lmdb"), parameters),
+        "redis": open_store(redis_url, parameters),
+        "cluster": open_store(cluster_url, parameters)}
+    try:
+        ids: dict[str, dict[str, int]] = {name: {} for name in stores}
+        families = make_families(rng, 12)
+        stored: list[Record] = []
+        when = 1_790_000_000
+        for number in range(240):
+            when += rng.randrange(0, 4000)
+            record = make_record(rng, number, rng.choice(families), when)
+            stored.append(record)
+            for name, store in stores.items():
+                ids[name][f"r{number}"] = store.add(dataclasses.replace(record))
+                store.count_verdict(rng.choice(["unique", "duplicate"]) if name == "lmdb"
+                                    else "unique", when)
+            if rng.random() < 0.2:   # an exact copy seen again
+                again = rng.choice(stored).features.decode()
+                recipients = [rng.randrange(1 << 64)]
+                for name, store in stores.items():
+                    store.touch(ids[name][again], when, recipients)
+        gone = rng.sample(sorted(ids["lmdb"]), 10)
+        for name, store in stores.items():
+            assert store.forget([ids[name][n] for n in gone]) == 10
+        stored = [r for r in stored if r.features.decode() not in gone]
+        for store in stores.values():
+            assert store.verify() == []
+        # Statistics.  (The verdict counts were written alike but for lmdb's random ones.)
+        stats = {name: store.stats() for name, store in stores.items()}
+        for name in ("redis", "cluster"):
+            assert stats[name]["records"] == stats["lmdb"]["records"] == 230
+            assert stats[name]["oldest"] == stats["lmdb"]["oldest"]
+            assert stats[name]["newest"] == stats["lmdb"]["newest"]
+        assert stats["redis"]["verdicts_per_day"] == stats["cluster"]["verdicts_per_day"]
+        assert sum(sum(day.values()) for day in stats["lmdb"]["verdicts_per_day"].values()) \
+            == sum(sum(day.values()) for day in stats["redis"]["verdicts_per_day"].values())
+        # The records themselves.
+        every = {name: {r.features.decode(): dataclasses.replace(r, doc_id=0)
+                        for r in store.records()} for name, store in stores.items()}
+        assert every["lmdb"] == every["redis"] == every["cluster"]
+        for name, store in stores.items():
+            assert store.find_message_id(stored[5].message_id) \
+                and sorted(every[name]) == sorted(ids[name].keys() - set(gone))
+        # Lookups.
+        found: dict[str, int] = {}
+        for _ in range(150):
+            probe = make_probe(rng, families, stored, cluster=False)
+            lmdb_answer = answer(stores["lmdb"].lookup(probe))
+            assert answer(stores["redis"].lookup(probe)) == lmdb_answer, probe
+            for kind, value in lmdb_answer.items():
+                found[kind] = found.get(kind, 0) + bool(value)
+            probe = make_probe(rng, families, stored, cluster=True)
+            assert answer(stores["cluster"].lookup(probe)) \
+                == answer(stores["lmdb"].lookup(probe)), probe
+        # Every index took part.
+        assert found["records"] > 100 and min(found.values()) >= 5, found
+    finally:
+        for store in stores.values():
+            store.close()
