@@ -74,8 +74,10 @@ def cmd_scan(args: argparse.Namespace, settings: Settings) -> int:
     if not args.json:
         print(f"{'verdict':<15} {'score':>5}  {'reason':<11} {'path':<50} match", file=out)
     with Engine(settings) as engine:
+        progress = sys.stderr.isatty() and not out.isatty()
         for label, verdict, _size in check_all(engine, args.paths, args.jobs,
-                                               record=not args.no_record, show_progress=False):
+                                               record=not args.no_record,
+                                               show_progress=progress):
             if isinstance(verdict, Exception):
                 print(f"dupfilter-db: {label}: {type(verdict).__name__}: {verdict}",
                       file=sys.stderr)
@@ -249,15 +251,34 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+DB_HELP = "store: an LMDB folder or a redis:// URL (overrides [store] path)"
+CONFIG_HELP = ("TOML settings file (default: $DUPFILTER_CONFIG, "
+               "~/.config/dupfilter/dupfilter.toml, then /etc/dupfilter/dupfilter.toml)")
+
+
+def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--db", metavar="DIR|URL", default=default, help=DB_HELP)
+    parser.add_argument("--config", metavar="FILE", default=default, help=CONFIG_HELP)
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser: it takes --db and --config too (``dupfilter-db stats --db DIR``),
+    without overriding the ones given before the command when they are not repeated."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)     # type: ignore[arg-type]
+        _global_options(self, argparse.SUPPRESS)
+
+
 def _db_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dupfilter-db",
         description="Administer dupfilter's store: import and scan mailboxes, fingerprint and "
                     "compare messages, explain verdicts, prune old records.")
     parser.add_argument("--version", action="version", version=f"dupfilter {__version__}")
-    parser.add_argument("--db", metavar="DIR|URL", help="store: LMDB folder or redis:// URL")
-    parser.add_argument("--config", metavar="FILE", help="TOML settings file")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _global_options(parser, None)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=_CommandParser)
     jobs = max(1, min(4, os.cpu_count() or 1))
 
     sub = commands.add_parser("import", help="remember every message of mailboxes")
@@ -278,16 +299,24 @@ def _db_parser() -> argparse.ArgumentParser:
     sub.add_argument("--histogram", choices=("raw", "decoded"))
     sub.set_defaults(run=cmd_fingerprint, no_store=True)
 
-    sub = commands.add_parser("compare", help="every measure between two messages or files")
-    sub.add_argument("a", metavar="A")
-    sub.add_argument("b", metavar="B")
-    sub.add_argument("--chunking", choices=("fsp", "cdc", "sbc"), default="cdc")
+    sub = commands.add_parser("compare", help="the verdict on B with only A stored, and "
+                              "every measure between them")
+    sub.add_argument("a", metavar="A", help="the first message (- for stdin)")
+    sub.add_argument("b", metavar="B", help="the second message")
+    sub.add_argument("--chunking", choices=("fsp", "cdc", "sbc"), default="cdc",
+                     help="whole-message chunking: fixed-size, content-defined (default) "
+                          "or sliding-block")
     sub.add_argument("--chunk-size", type=int, default=4096, help="block or average size")
+    sub.add_argument("--bins", action="store_true",
+                     help="also print the 36 character-histogram bins side by side")
     sub.add_argument("--json", action="store_true")
     sub.set_defaults(run=cmd_compare, no_store=True)
 
-    sub = commands.add_parser("explain", help="why a message (stdin) is or is not a duplicate")
-    sub.add_argument("--json", action="store_true")
+    sub = commands.add_parser("explain", help="why messages are or are not duplicates: the "
+                              "rule that decided and every stored message weighed")
+    sub.add_argument("paths", nargs="*", metavar="FILE",
+                     help="messages, mboxes or Maildirs (default: one message on stdin)")
+    sub.add_argument("--json", action="store_true", help="one JSON object per message")
     sub.add_argument("--recipient", action="append", default=[], metavar="ADDR")
     sub.set_defaults(run=cmd_explain)
 
