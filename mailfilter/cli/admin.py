@@ -28,8 +28,8 @@ from mailfilter.config import (
 )
 from mailfilter.detector import Verdict
 from mailfilter.engine import Engine
-from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE
-from mailfilter.store import StoreError
+from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE, VERDICTS
+from mailfilter.store import DECISIONS, StoreError
 
 
 def _fail(program: str, message: str, code: int = 2) -> int:
@@ -149,8 +149,31 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _day_ticks(axis: object, days: list[object]) -> None:
+    """Date ticks that read for the span shown: each day up to two weeks, each Monday up
+    to about two months, then each month; never hours (one day of data is one bar)."""
+    import datetime
+
+    import matplotlib.dates as mdates
+    first, last = min(days), max(days)
+    span = (last - first).days + 1
+    if span <= 14:
+        locator, style = mdates.DayLocator(), "%a %d %b"
+    elif span <= 62:
+        locator, style = mdates.WeekdayLocator(byweekday=mdates.MO), "%d %b"
+    else:
+        locator, style = mdates.MonthLocator(), "%b %Y"
+    axis.xaxis.set_major_locator(locator)
+    axis.xaxis.set_major_formatter(mdates.DateFormatter(style))
+    if span > 14:
+        axis.xaxis.set_minor_locator(mdates.DayLocator())
+    half = datetime.timedelta(hours=12) if span > 2 else datetime.timedelta(days=1, hours=12)
+    axis.set_xlim(first - half, last + half)
+
+
 def _plot_per_day(stats: dict[str, object], path: str) -> None:
-    """Messages per day by verdict, as a PNG (matplotlib, the `plot` extra)."""
+    """Messages per day by verdict, and the daemons' decisions per day, as a PNG
+    (matplotlib, the `plot` extra)."""
     try:
         import matplotlib
     except ImportError:
@@ -159,21 +182,45 @@ def _plot_per_day(stats: dict[str, object], path: str) -> None:
     import datetime
 
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
     per_day = stats.get("verdicts_per_day") or {}
-    days = [datetime.date.fromtimestamp(int(day)) for day in per_day]
-    figure, axis = plt.subplots(figsize=(8, 4))
-    bottom = [0] * len(days)
-    for verdict, colour in ((UNIQUE, "#9bbbd4"), (NEAR_DUPLICATE, "#f0a35e"),
-                            (DUPLICATE, "#d1495b")):
-        values = [counts.get(verdict, 0) for counts in per_day.values()]
-        axis.bar(days, values, bottom=bottom, label=verdict, color=colour)
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    axis.set_ylabel("messages per day")
-    axis.set_title(f"dupfilter verdicts per day ({stats['location']})")
-    axis.legend()
+    decided = stats.get("decisions_per_day") or {}
+
+    def day_of(stamp: object) -> datetime.datetime:       # midnight UTC, naive
+        return datetime.datetime.fromtimestamp(int(stamp), datetime.UTC).replace(tzinfo=None)
+
+    panels = [("verdicts of the messages recorded", per_day,
+               ((UNIQUE, "#9bbbd4"), (NEAR_DUPLICATE, "#f0a35e"), (DUPLICATE, "#d1495b")))]
+    if decided:
+        names = sorted({name for counts in decided.values() for name in counts})
+        colours = dict(zip(DECISIONS, ("#cccccc", "#9bbbd4", "#d1495b", "#e6a0a8", "#6c757d",
+                                       "#b07aa1", "#f0a35e", "#59a14f", "#222222", "#edc948"),
+                           strict=True))
+        panels.append(("the daemons' decisions", decided,
+                       tuple((name, colours.get(name, "#888888")) for name in names)))
+    figure, axes = plt.subplots(len(panels), 1, figsize=(9, 3.2 * len(panels)), sharex=True,
+                                squeeze=False)
+    every_day = sorted({day_of(stamp) for _, table, _ in panels for stamp in table}) or \
+        [day_of(time.time() // 86400 * 86400)]
+    for axis, (title, table, series) in zip(axes[:, 0], panels, strict=True):
+        days = [day_of(stamp) for stamp in table]
+        bottom = [0] * len(days)
+        for name, colour in series:
+            values = [counts.get(name, 0) for counts in table.values()]
+            if any(values):
+                axis.bar(days, values, bottom=bottom, label=name, color=colour, width=0.8)
+                bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        axis.set_ylabel("messages per day")
+        axis.set_title(title)
+        axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+        if any(bottom):
+            axis.legend(fontsize="small", ncol=2)
+        _day_ticks(axis, every_day)
+    figure.suptitle(f"dupfilter ({stats['location']}), days in UTC")
     figure.autofmt_xdate()
     figure.tight_layout()
     figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
@@ -193,10 +240,88 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     print(f"size       {stats.get('file_bytes', 0) / 1e6:.1f} MB on disk, "
           f"{stats.get('used_bytes', 0) / 1e6:.1f} MB used")
     print(f"age range  {when(stats.get('oldest'))} .. {when(stats.get('newest'))}")
-    for day, counts in list(stats.get("verdicts_per_day", {}).items())[-14:]:
-        print(f"  {time.strftime('%Y-%m-%d', time.gmtime(int(day)))}  "
-              + "  ".join(f"{name} {count}" for name, count in sorted(counts.items())))
+    per_day = stats.get("verdicts_per_day", {}) or {}
+    decided = stats.get("decisions_per_day", {}) or {}
+    days = sorted({int(day) for day in (*per_day, *decided)})[-args.days:]
+    if not days:
+        return 0
+    print("per day (UTC): verdicts of recorded messages | decisions of the daemons "
+          "(every message they handled: also those rejected, discarded or unchecked)")
+    for day in days:
+        verdicts = per_day.get(day) or per_day.get(str(day)) or {}
+        decisions = decided.get(day) or decided.get(str(day)) or {}
+        left = "  ".join(f"{name} {verdicts[name]}" for name in VERDICTS if name in verdicts)
+        right = "  ".join(f"{name} {decisions[name]}" for name in DECISIONS
+                          if name in decisions)
+        print(f"  {time.strftime('%Y-%m-%d', time.gmtime(day))}  {left or '-'}"
+              + (f"  |  {right}" if right else ""))
     return 0
+
+
+def _since(value: float | None, now: float) -> str:
+    if not value:
+        return "-"
+    seconds = int(now - value)
+    parts = [(seconds // 86400, "d"), (seconds % 86400 // 3600, "h"),
+             (seconds % 3600 // 60, "m"), (seconds % 60, "s")]
+    shown = [f"{n}{unit}" for n, unit in parts if n][:2] or ["0s"]
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(value))} ({' '.join(shown)} ago)"
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    """Each daemon's status file (service.DaemonStatus): exit 0 when every daemon found is
+    healthy, 1 when one is not, 3 when none has a status file (nothing known)."""
+    from mailfilter.service import read_status
+    folder = Path(args.status_dir)
+    try:
+        files = sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
+    except OSError as error:
+        return _fail("dupfilter-db", f"status: cannot read {folder}: {error.strerror}", 3)
+    if args.program:
+        files = [p for p in files if p.stem in args.program]
+    daemons = []
+    for path in files:
+        try:
+            daemons.append(read_status(path))
+        except (OSError, ValueError) as error:
+            daemons.append({"path": str(path), "program": path.stem, "healthy": False,
+                            "problems": [f"unreadable status file: {error}"]})
+    healthy = all(d["healthy"] for d in daemons)
+    if args.json:
+        print(json.dumps({"status_dir": str(folder), "healthy": bool(daemons) and healthy,
+                          "daemons": daemons}))
+    elif not daemons:
+        print(f"no dupfilter daemon status in {folder} (not started, or started with another "
+              "--status-dir)")
+    now = time.time()
+    for d in [] if args.json else daemons:
+        if "pid" not in d:
+            print(f"{d['program']}  UNKNOWN  {'; '.join(d['problems'])}")
+            continue
+        state = "OK" if d["healthy"] else "PROBLEM: " + "; ".join(d["problems"])
+        print(f"{d['program']} {d.get('version', '')}: {state}")
+        print(f"  process    pid {d['pid']} as {d.get('user', '?')}, {d.get('state')}, up since "
+              f"{_since(d.get('started'), now)}; status written {d['age_seconds']:.0f} s ago")
+        print(f"  listening  {d.get('listening', '-')}")
+        store = d.get("store") or {}
+        opened = "open" if store.get("open") else "NOT open"
+        print(f"  store      {store.get('location', '-')}: {opened} since "
+              f"{_since(store.get('since'), now)}"
+              + (f"; {store['error']}" if store.get("error") and not store.get("open") else "")
+              + ("" if store.get("open") else f"; messages get on_error={d.get('on_error')}"))
+        verdicts = ", ".join(f"{k} {v}" for k, v in sorted(d.get("verdicts", {}).items()))
+        decisions = ", ".join(f"{k} {v}" for k, v in sorted(d.get("decisions", {}).items()))
+        print(f"  messages   {d.get('messages', 0)} since start"
+              + (f"; verdicts: {verdicts}" if verdicts else "")
+              + (f"; decisions: {decisions}" if decisions else ""))
+        last = d.get("last_error")
+        print(f"  errors     {d.get('errors', 0)}" + (
+            f"; last at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(last['time']))}"
+            + (f" (queue {last['queue']})" if last.get("queue") else "")
+            + f": {last['error']}" if last else ""))
+    if not daemons:
+        return 3
+    return 0 if healthy else 1
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
@@ -325,10 +450,25 @@ def _db_parser() -> argparse.ArgumentParser:
                      "[store] retention)")
     sub.set_defaults(run=cmd_prune)
 
-    sub = commands.add_parser("stats", help="records, size, age range, verdicts per day")
+    sub = commands.add_parser("stats", help="records, size, age range, verdicts and the "
+                              "daemons' decisions per day")
     sub.add_argument("--json", action="store_true")
-    sub.add_argument("--plot", metavar="FILE.png", help="draw messages per day by verdict")
+    sub.add_argument("--plot", metavar="FILE.png", help="draw messages per day by verdict "
+                     "and decision (needs matplotlib: the plot extra)")
+    sub.add_argument("--days", type=int, default=14, metavar="N",
+                     help="days listed (default %(default)s; --json and --plot have all)")
     sub.set_defaults(run=cmd_stats)
+
+    from mailfilter.service import default_status_dir
+    sub = commands.add_parser("status", help="each running daemon: up since, store open or "
+                              "not, messages and verdicts since start, last error; exit 1 "
+                              "when one is not healthy, 3 when none is found")
+    sub.add_argument("program", nargs="*", metavar="PROGRAM",
+                     help="only these (dupfilter-milter, dupfilter-smtpd)")
+    sub.add_argument("--status-dir", metavar="DIR", default=default_status_dir(),
+                     help="where the daemons keep their status (default %(default)s)")
+    sub.add_argument("--json", action="store_true")
+    sub.set_defaults(run=cmd_status, no_store=True)
 
     sub = commands.add_parser("verify", help="check every index against the records")
     sub.set_defaults(run=cmd_verify)

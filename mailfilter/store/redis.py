@@ -62,6 +62,7 @@ import xxhash
 
 from mailfilter.names import Kind
 from mailfilter.store import (
+    DECISIONS,
     SCHEMA_VERSION,
     Candidates,
     Probe,
@@ -1034,6 +1035,15 @@ class RedisStore:
         name = verdict if verdict in _VERDICTS else "unique"
         self._submit(_Op(None, ("c", f"{int(when) // 86400}:{name}")))
 
+    def count_decision(self, decision: str, when: int) -> None:
+        """Add one to the day's counter of a daemon's decision (see Store.count_decision):
+        one HINCRBY on the first partition's ``decisions`` hash, sent at once (no script)."""
+        if decision not in DECISIONS:
+            return
+        with self._errors("counting a decision"):
+            self.client.hincrby(self.partitions[0].base + b"decisions",
+                                f"{int(when) // 86400}:{decision}", 1)
+
     def prune(self, before: int) -> int:
         """Nothing to do: Redis expires records by TTL (the retention period); returns 0."""
         log.info("%s: records expire by Redis TTL (%d s); prune has nothing to do",
@@ -1110,6 +1120,7 @@ class RedisStore:
             newest = self._each(lambda pipe, p: pipe.zrange(p.base + b"t", -1, -1,
                                                              withscores=True))
             verdicts = self._each(lambda pipe, p: pipe.hgetall(p.base + b"c"))
+            decisions = self.client.hgetall(self.partitions[0].base + b"decisions")
             memory = self._memory()
         per_day: dict[int, dict[str, int]] = {}
         for table in verdicts:
@@ -1117,6 +1128,10 @@ class RedisStore:
                 day, _, name = field_name.decode().partition(":")
                 slot = per_day.setdefault(int(day), {})
                 slot[name] = slot.get(name, 0) + int(value)
+        decided: dict[int, dict[str, int]] = {}
+        for field_name, value in decisions.items():
+            day, _, name = field_name.decode().partition(":")
+            decided.setdefault(int(day), {})[name] = int(value)
         firsts = [int(s) for pairs in oldest for _, s in pairs]
         lasts = [int(s) for pairs in newest for _, s in pairs]
         return {"backend": "redis", "location": self.location, "records": sum(counts),
@@ -1124,7 +1139,8 @@ class RedisStore:
                 "retention_seconds": self.retention, "prune": "by Redis TTL",
                 "used_bytes": memory, "oldest": min(firsts) if firsts else None,
                 "newest": max(lasts) if lasts else None,
-                "verdicts_per_day": {day * 86400: c for day, c in sorted(per_day.items())}}
+                "verdicts_per_day": {day * 86400: c for day, c in sorted(per_day.items())},
+                "decisions_per_day": {day * 86400: c for day, c in sorted(decided.items())}}
 
     def _memory(self) -> int:
         """``used_memory`` of the server, summed over the primaries of a cluster."""
