@@ -4,6 +4,8 @@ progress, in process (``dupfilter-db``'s ``main``), so that they run in the quic
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -183,3 +185,102 @@ def test_progress_bar_shows_total_and_time_left(capsys) -> None:
     err = capsys.readouterr().err
     assert "1000" in err or "1.00k" in err or "0.98k" in err, err
     assert "3 msg" in err and "<" in err
+
+
+# ------------------------------------------------------------------------------- config
+
+def test_config_show_changed_lists_only_what_differs(capsys, tmp_path) -> None:
+    config = tmp_path / "d.toml"
+    config.write_text('[detector]\nmin_words = 12\nscope = "global"\n\n'
+                      '[milter.actions]\nduplicate = "reject"\n')
+    status, out, _ = db(capsys, "--config", str(config), "--db", str(tmp_path / "s"),
+                        "config", "--show", "--changed")
+    assert status == 0
+    lines = [line for line in out.splitlines() if line and not line.startswith("#")]
+    assert lines == ["[store]", f'path = "{tmp_path / "s"}"  # --db', "[detector]",
+                     f'min_words = 12  # {config}:2', f'scope = "global"  # {config}:3',
+                     "[milter]", f'actions.duplicate = "reject"  # {config}:6']
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    _, out, _ = db(capsys, "config", "--show", "--changed", "--config", str(empty))
+    assert "every setting has its default value" in out
+
+
+def test_config_check_wires_the_socket_group_and_the_folder(capsys, tmp_path,
+                                                            monkeypatch) -> None:
+    base = Path(tempfile.mkdtemp(prefix="dupfilter-check-"))     # /tmp: others may search
+    base.chmod(0o755)
+    run_dir = base / "run"
+    run_dir.mkdir()
+    run_dir.chmod(0o700)
+    config = tmp_path / "d.toml"
+    config.write_text(f'[milter]\nsocket = "unix:{run_dir}/milter.sock"\n'
+                      'socket_group = "no-such-group-here"\n')
+    status, out, _ = db(capsys, "config", "--check", "--config", str(config))
+    assert status == 1
+    assert f"PROBLEM  {config}:3: milter.socket_group = 'no-such-group-here' is no group" in out
+    assert f"PROBLEM  postfix cannot reach {run_dir}/milter.sock: no search permission on " \
+           f"{run_dir} (mode 0700" in out
+    run_dir.chmod(0o751)
+    config.write_text(f'[milter]\nsocket = "unix:{run_dir}/milter.sock"\n')
+    status, out, _ = db(capsys, "config", "--check", "--config", str(config))
+    shutil.rmtree(base)
+    assert status == 0, out
+    assert "ok       socket group postfix exists" in out
+    assert "postfix can reach the folder of" in out
+
+
+def postfix_dir(tmp_path: Path, main: str, master: str) -> Path:
+    folder = tmp_path / "postfix"
+    folder.mkdir(parents=True)
+    (folder / "main.cf").write_text(main)
+    (folder / "master.cf").write_text(master)
+    return folder
+
+
+MASTER = """smtp      inet  n       -       y       -       -       smtpd
+pickup    unix  n       -       y       60      1       pickup
+"""
+
+
+def test_config_check_postfix_milter_in_the_chroot(capsys, tmp_path) -> None:
+    spool = "/var/spool/postfix/dupfilter/milter.sock"
+    folder = postfix_dir(tmp_path, "smtpd_milters = unix:/dupfilter/milter.sock\n"
+                         "milter_default_action = tempfail\n", MASTER)
+    config = tmp_path / "d.toml"
+    config.write_text(f'[milter]\nsocket = "unix:{spool}"\nsocket_group = ""\n')
+    _, out, _ = db(capsys, "config", "--check", "--config", str(config), "--postfix",
+                   str(folder), "--mta-user", "nobody-at-all")
+    assert "ok       smtpd_milters = unix:/dupfilter/milter.sock: dupfilter-milter's socket" \
+        in out
+    assert "ok       milter_default_action = tempfail" in out
+    # The socket outside the chroot: said, with the way out.
+    config.write_text('[milter]\nsocket = "unix:/run/dupfilter/milter.sock"\n'
+                      'socket_group = ""\n')
+    folder = postfix_dir(tmp_path / "2", "smtpd_milters = unix:/run/dupfilter/milter.sock\n"
+                         "milter_default_action = reject\n", MASTER)
+    status, out, _ = db(capsys, "config", "--check", "--config", str(config), "--postfix",
+                        str(folder), "--mta-user", "nobody-at-all")
+    assert status == 1
+    assert "runs chrooted in /var/spool/postfix" in out
+    assert "PROBLEM  milter_default_action = reject" in out
+
+
+def test_config_check_postfix_content_filter(capsys, tmp_path) -> None:
+    master = MASTER.replace("smtpd\n", "smtpd\n  -o content_filter=scan:[127.0.0.1]:10025\n", 1) + \
+        "scan      unix  -       -       n       -       10      smtp\n" \
+        "127.0.0.1:10026 inet n  -       n       -       10      smtpd\n" \
+        "  -o content_filter=\n  -o receive_override_options=no_milters\n"
+    folder = postfix_dir(tmp_path, "", master)
+    config = tmp_path / "d.toml"
+    config.write_text("")
+    status, out, _ = db(capsys, "config", "--check", "--config", str(config), "--postfix",
+                        str(folder))
+    assert status == 0, out
+    assert "smtp: content_filter = scan:[127.0.0.1]:10025 reaches dupfilter-smtpd" in out
+    assert "master.cf has the re-injection smtpd 127.0.0.1:10026" in out
+    config.write_text('[smtpd]\nlisten = "127.0.0.1:10027"\nmode = "proxy"\n')
+    status, out, _ = db(capsys, "config", "--check", "--config", str(config), "--postfix",
+                        str(folder))
+    assert status == 1
+    assert "does not reach dupfilter-smtpd's listen = 127.0.0.1:10027" in out

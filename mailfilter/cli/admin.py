@@ -359,21 +359,48 @@ def _flatten(prefix: str, values: dict[str, object]) -> list[tuple[str, object]]
 def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     print(f"# settings from {settings.source or 'built-in defaults'}")
     if not args.show:
-        # What only a daemon would refuse at start, said here too.
-        check_milter_settings(settings)
-        check_smtpd_settings(settings)
-        print("configuration is valid")
-        return 0
+        return _config_check(args, settings)
+    defaults = dict(_flatten_all(asdict(Settings())))
+    shown = 0
     for section, values in asdict(settings).items():
         if section == "source":
             continue
-        print(f"\n[{section}]")
+        rows = []
         for key, value in _flatten("", values):
-            where = settings.origin(f"{section}.{key}")
+            name = f"{section}.{key}"
+            where = settings.origin(name)
             if section == "store" and key == "path" and getattr(args, "db", None):
                 where = "--db"
-            print(f"{key} = {json.dumps(value)}  # {where}")
+            if args.changed and where == "default" and defaults.get(name) == value:
+                continue
+            rows.append(f"{key} = {json.dumps(value)}  # {where}")
+        if rows or not args.changed:
+            print(f"\n[{section}]")
+            print("\n".join(rows))
+            shown += len(rows)
+    if args.changed and not shown:
+        print("# every setting has its default value")
     return 0
+
+
+def _flatten_all(values: dict[str, object]) -> list[tuple[str, object]]:
+    return [(f"{section}.{key}", value) for section, table in values.items()
+            if isinstance(table, dict) for key, value in _flatten("", table)]
+
+
+def _config_check(args: argparse.Namespace, settings: Settings) -> int:
+    """The settings as the daemons would take them, then the system around them."""
+    from mailfilter.cli.checks import postfix_checks, system_checks
+    # What only a daemon would refuse at start, said here too.
+    check_milter_settings(settings)
+    check_smtpd_settings(settings)
+    print("configuration is valid")
+    findings = system_checks(settings, args.user, args.mta_user)
+    if args.postfix is not None:
+        findings += postfix_checks(settings, args.postfix)
+    for ok, text in findings:
+        print(f"{'ok     ' if ok else 'PROBLEM'}  {text}")
+    return 0 if all(ok for ok, _ in findings) else 1
 
 
 DB_HELP = "store: an LMDB folder or a redis:// URL (overrides [store] path)"
@@ -477,10 +504,27 @@ def _db_parser() -> argparse.ArgumentParser:
     sub.add_argument("--message-id", metavar="ID")
     sub.set_defaults(run=cmd_forget)
 
-    sub = commands.add_parser("config", help="validate or show the effective settings")
+    sub = commands.add_parser("config", help="validate the settings and the system around "
+                              "them, or show the effective settings")
     group = sub.add_mutually_exclusive_group()
-    group.add_argument("--check", action="store_true", help="validate (the default)")
-    group.add_argument("--show", action="store_true", help="print every setting")
+    group.add_argument("--check", action="store_true",
+                       help="validate (the default): the settings as the daemons take them, "
+                            "users, groups, the socket folder for the MTA's user; exit 1 on "
+                            "a problem")
+    group.add_argument("--show", action="store_true",
+                       help="print every setting with where it came from (FILE:LINE)")
+    sub.add_argument("--changed", action="store_true",
+                     help="with --show: only the settings that differ from the defaults "
+                          "(as postconf -n)")
+    sub.add_argument("--postfix", nargs="?", const="/etc/postfix", metavar="DIR",
+                     help="with --check: also compare Postfix's settings in DIR (default "
+                          "/etc/postfix: postconf -n, postconf -M) with dupfilter's")
+    sub.add_argument("--user", metavar="NAME",
+                     help="with --check: the daemons' --user (checked to exist and to own "
+                          "the store folder; default: dupfilter, when that user exists)")
+    sub.add_argument("--mta-user", metavar="NAME", default="postfix",
+                     help="with --check: the MTA's user that must reach the milter socket "
+                          "(default %(default)s)")
     sub.set_defaults(run=cmd_config, no_store=True)
     return parser
 
