@@ -284,3 +284,44 @@ def test_config_check_postfix_content_filter(capsys, tmp_path) -> None:
                         str(folder))
     assert status == 1
     assert "does not reach dupfilter-smtpd's listen = 127.0.0.1:10027" in out
+
+
+# ---------------------------------------------------------------------------------- logs
+
+def test_syslog_target_writes_facility_mail(tmp_path, monkeypatch) -> None:
+    """[log] target = "syslog": the per-message line reaches the syslog socket with facility
+    mail (priority <22> = mail.info), tagged with the program and its pid (here a socket
+    of the test's own: /dev/log may be absent)."""
+    import os
+    import socket
+
+    from mailfilter import logs
+    from mailfilter.config import LogSettings
+    from mailfilter.names import Action
+    path = tmp_path / "log.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    server.bind(str(path))
+    server.settimeout(5)
+    monkeypatch.setattr(logs, "SYSLOG_SOCKET", str(path))
+    logger = logs.setup_logging(LogSettings(target="syslog"), "dupfilter-milter")
+    try:
+        logs.log_outcome(logger, logs.Outcome(logs.MILTER_ERROR_LINE, action=Action.ACCEPT,
+                                              error="store unavailable", queue="4XkQ2",
+                                              size=10, capped=False))
+        data = server.recv(4096).decode()
+    finally:
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+            handler.close()
+        server.close()
+    assert data.startswith(f"<{2 * 8 + 4}>dupfilter-milter[{os.getpid()}]: queue=4XkQ2 "
+                           "action=accept error=\"store unavailable\"")
+
+
+def test_outcome_decision_names() -> None:
+    from mailfilter import logs
+    from mailfilter.names import Action
+    assert logs.Outcome(logs.SMTPD_REFUSED_LINE, action=Action.REFUSED,
+                        refused_for="size").decision == "refused"
+    assert logs.Outcome(logs.MILTER_ERROR_LINE, action=Action.ACCEPT,
+                        error="x").decision == "unchecked"

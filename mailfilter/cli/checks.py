@@ -64,8 +64,11 @@ def reachable_by(path: str, user: str) -> Finding:
         try:
             info = os.stat(folder)
         except FileNotFoundError:
-            return False, (f"{folder} does not exist yet (create it: install -d -o dupfilter "
-                           f"-g {grp.getgrgid(entry.pw_gid).gr_name} -m 0750 {folder})")
+            # Not an error in itself: the unit creates it at start (a milter started by
+            # hand refuses to start without it, and says so).
+            return True, (f"{folder} does not exist yet: the milter's unit creates it; by "
+                          f"hand, install -d -o dupfilter -g "
+                          f"{grp.getgrgid(entry.pw_gid).gr_name} -m 0750 {folder}")
         except OSError as error:
             return False, f"{folder}: {error.strerror}"
         if not _may(info, entry, groups, 0o1):
