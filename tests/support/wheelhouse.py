@@ -22,8 +22,12 @@ from packaging.requirements import Requirement
 
 def _wheel_tag(dist: metadata.Distribution) -> str:
     text = dist.read_text("WHEEL") or ""
-    tags = re.findall(r"^Tag: (\S+)$", text, re.MULTILINE)
-    return tags[0] if tags else "py3-none-any"
+    tags = [tag.split("-") for tag in re.findall(r"^Tag: (\S+)$", text, re.MULTILINE)]
+    if not tags:
+        return "py3-none-any"
+    # Tag: py2-none-any and Tag: py3-none-any make py2.py3-none-any (compressed tag set).
+    interpreters = ".".join(dict.fromkeys(t[0] for t in tags if t[1:] == tags[0][1:]))
+    return "-".join([interpreters, *tags[0][1:]])
 
 
 def pack(dist: metadata.Distribution, folder: Path) -> Path:
