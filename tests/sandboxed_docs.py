@@ -680,7 +680,7 @@ def test_install_on_debians_python_in_opt() -> None:
         milter.wait_until(lambda: Path("/run/dupfilter/dupfilter-milter.json").exists(),
                           "no status file")
         time.sleep(1)
-        status = sh("dupfilter-db status", cwd=Path("/"), check=False)
+        status = sh("dupfilter-db status dupfilter-milter", cwd=Path("/"), check=False)
         assert status.returncode == 0, status.stdout + status.stderr + milter.text()
         assert "as dupfilter" in status.stdout and "store      /var/lib/dupfilter: open" \
             in status.stdout, status.stdout
