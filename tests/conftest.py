@@ -79,7 +79,7 @@ SLOW_TESTS = frozenset((
     "test_hostile_input.py::test_fuzzer_finds_nothing",          # atheris
     "test_hostile_input.py::test_fifty_megabyte_body_is_bounded_in_time_and_memory",
     "test_smtpd_wire.py::test_wire_fuzzer_finds_nothing",
-    "test_install.py::test_manual_pages_build_with_man",
+    "test_packaging.py::test_sdist_and_wheel_build",             # builds sdist and wheel
 ))
 
 
