@@ -76,6 +76,19 @@ class Outcome:
     ms: float | None = None             # time spent deciding and acting
 
     @property
+    def decision(self) -> str:
+        """What was done, for the counters (store.DECISIONS): the action, "skipped" when
+        an allow rule skipped the check, "unchecked" after an error (on_error applied),
+        "refused" before a verdict."""
+        if self.action == Action.REFUSED or self.refused_for:
+            return "refused"
+        if self.verdict is None:
+            return "unchecked"
+        if self.verdict.skipped_by:
+            return "skipped"
+        return str(self.action or "-")
+
+    @property
     def level(self) -> int:
         """WARNING for errors and refusals (4xx/5xx to the upstream), else INFO."""
         failed = self.error or (self.reply is not None and self.reply >= 400)
@@ -125,10 +138,31 @@ def _message_id(value: str | None) -> str | None:
     return f"<{value.strip('<>')}>" if value else None
 
 
+# Called with every logged Outcome: the daemon's status and its decision counters
+# (mailfilter/service.py), besides the metrics.
+_observers: list[Callable[[Outcome], None]] = []
+
+
+def add_observer(observer: Callable[[Outcome], None]) -> None:
+    """Have ``observer(outcome)`` called for every message logged (until removed)."""
+    _observers.append(observer)
+
+
+def remove_observer(observer: Callable[[Outcome], None]) -> None:
+    if observer in _observers:
+        _observers.remove(observer)
+
+
 def log_outcome(logger: logging.Logger, outcome: Outcome) -> None:
-    """Write the message's line and count it in the metrics (when they are on)."""
+    """Write the message's line and count it: the metrics (when they are on), the
+    daemon's status and decision counters.  A failing observer never fails the message."""
     logger.log(outcome.level, format_fields(outcome.fields()))
     metrics.observe(outcome)
+    for observer in _observers:
+        try:
+            observer(outcome)
+        except Exception:  # noqa: BLE001, S110 - counting must not turn into an error
+            pass
 
 
 # ---------------------------------------------------------------------------- the format

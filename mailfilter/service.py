@@ -3,28 +3,33 @@ a mail protocol.
 
 The shared engine, opened lazily when the store cannot be opened at start; the common
 command-line flags and settings; SIGHUP's reload; shutdown signals; systemd's readiness
-notification; refusing root or dropping to an unprivileged user.
+notification; refusing root or dropping to an unprivileged user (and checking that it can
+read the Python installation); the status file that ``dupfilter-db status`` reads.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
 import socket
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mailfilter import __version__
-from mailfilter.config import ConfigError, Settings, load_settings
+from mailfilter.config import ConfigError, Settings, load_settings, masked
 
 if TYPE_CHECKING:
     from mailfilter.engine import Engine
+    from mailfilter.logs import Outcome
 
 
 class DaemonError(RuntimeError):
@@ -56,6 +61,7 @@ class LazyEngine:
         self._engine = engine
         self._lock = threading.Lock()
         self._next_attempt = 0.0
+        self.status: DaemonStatus | None = None      # told when the store opens or fails
 
     def get(self) -> Engine | None:
         """The engine, opening it (again) when it is missing and it is time to try."""
@@ -75,13 +81,33 @@ class LazyEngine:
             self._engine = Engine(self.settings)
         except Exception as error:  # any failure means "no store yet"
             self._next_attempt = time.monotonic() + self.retry_seconds
+            if self.status is not None:
+                self.status.store_failed(location, error)
+            sd_notify(f"STATUS=store not open ({masked(str(error))}); messages get "
+                      f"on_error={getattr(self.settings, self.section).on_error}")
             self.logger.error(
                 "cannot open the store at %s: %s; messages get on_error=%s until it opens "
                 "(retrying every %gs)", location, error,
                 getattr(self.settings, self.section).on_error, self.retry_seconds)
             return False
         self.logger.info("store opened: %s", location)
+        if self.status is not None:
+            self.status.store_opened(location)
         return True
+
+    @property
+    def is_open(self) -> bool:
+        """True while the store is open (no attempt to open it: for gauges and status)."""
+        return self._engine is not None
+
+    def count_decision(self, outcome: Outcome) -> None:
+        """Count a message's decision in the store (``dupfilter-db stats``), on the
+        engine's writer thread with the records; nothing while the store is not open."""
+        engine = self._engine
+        if engine is None:
+            return
+        decision, when = outcome.decision, int(time.time())
+        engine.recorder.submit(lambda: engine.store.count_decision(decision, when))
 
     def records(self) -> float:
         """Records in the store, for the metrics gauge (NaN while the store is down)."""
@@ -120,6 +146,10 @@ def daemon_parser(program: str, description: str) -> argparse.ArgumentParser:
                         default=STORE_RETRY_SECONDS,
                         help="when the store cannot be opened, try again this often "
                              "(default %(default)g; meanwhile messages get on_error)")
+    parser.add_argument("--status-dir", metavar="DIR", default=default_status_dir(),
+                        help="keep the status that `dupfilter-db status` reads in "
+                             "DIR/PROGRAM.json (default: $RUNTIME_DIRECTORY under systemd, "
+                             f"else {STATUS_DIR}; \"\" for none)")
     return parser
 
 
@@ -245,6 +275,7 @@ def check_privileges(user: str | None, allow_root: bool,
             raise DaemonError(f"--user {user}: only root can switch users "
                               f"(running as uid {euid})")
         groups = [g.gr_gid for g in grp.getgrall() if user in g.gr_mem]
+        needed = installation_paths()       # found as root: sysconfig itself imports lazily
         os.setgroups(sorted({entry.pw_gid, *groups}))
         os.setgid(entry.pw_gid)
         os.setuid(entry.pw_uid)
@@ -252,6 +283,7 @@ def check_privileges(user: str | None, allow_root: bool,
         os.environ["USER"] = os.environ["LOGNAME"] = entry.pw_name
         if os.geteuid() == 0 or os.getuid() == 0:
             raise DaemonError(f"--user {user}: could not drop root privileges")
+        check_installation_readable(f"--user {user}", needed)
         if logger is not None:
             logger.info("running as user %s (uid %d, gid %d)", user, entry.pw_uid,
                         entry.pw_gid)
@@ -287,3 +319,215 @@ def set_socket_permissions(path: str, mode: str | int, group: str | None,
     except OSError as error:
         if logger is not None:
             logger.warning("cannot give %s to group %s: %s", path, group, error.strerror)
+
+
+def installation_paths() -> list[tuple[str, str]]:
+    """(path, what) a daemon needs to read after giving up root: the interpreter, the
+    standard library (a lazy ``import json`` or a charset's codec), the compiled modules,
+    dupfilter and the packages it imports."""
+    import importlib.util
+    paths = [(os.path.realpath(sys.executable), "the Python interpreter"),
+             (sysconfig.get_path("stdlib"), "the Python standard library"),
+             (os.path.join(sysconfig.get_path("stdlib"), "json", "__init__.py"),
+              "the standard library's json package"),
+             (os.path.join(sysconfig.get_path("stdlib"), "encodings", "koi8_r.py"),
+              "the standard library's codecs")]
+    dynload = os.path.join(sysconfig.get_path("platstdlib"), "lib-dynload")
+    if os.path.isdir(dynload):
+        paths.append((dynload, "the standard library's compiled modules"))
+    for module in ("mailfilter", "numpy", "lmdb", "xxhash", "selectolax"):
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.origin:
+            paths.append((spec.origin, f"the {module} package"))
+    return paths
+
+
+def check_installation_readable(who: str, paths: list[tuple[str, str]] | None = None
+                                ) -> None:
+    """After dropping privileges: refuse to go on (DaemonError, exit 2) when this user
+    cannot read the interpreter, the standard library or dupfilter's packages, instead of
+    failing later at the first lazy import (``No module named 'json'``)."""
+    for path, what in installation_paths() if paths is None else paths:
+        wanted = os.R_OK | (os.X_OK if os.path.isdir(path) or path == sys.executable else 0)
+        if not os.access(path, wanted):
+            blocked = next((parent for parent in reversed(Path(path).parents)
+                            if not os.access(parent, os.X_OK)), None)
+            where = f" (no search permission on {blocked})" if blocked else ""
+            raise DaemonError(
+                f"{who} cannot read {path}, {what}{where}: the daemon would fail at its "
+                "next import (\"No module named ...\").  Install dupfilter where that user "
+                "can read it, e.g. a virtual environment in /opt/dupfilter on the system's "
+                "python3 (docs/install.md); a Python under /root (pyenv) is not readable")
+
+
+# ------------------------------------------------------------------------------ status
+
+STATUS_DIR = "/run/dupfilter"
+# The status file is rewritten at least this often (its "updated" time is a heartbeat)...
+HEARTBEAT_SECONDS = 5.0
+# ... and a status older than this means the daemon is hung or gone.
+STALE_SECONDS = 30.0
+
+
+def default_status_dir() -> str:
+    """systemd's RuntimeDirectory= (``$RUNTIME_DIRECTORY``), else /run/dupfilter."""
+    runtime = os.environ.get("RUNTIME_DIRECTORY", "")
+    return runtime.split(":")[0] if runtime else STATUS_DIR
+
+
+class DaemonStatus:
+    """A daemon's state as ``dupfilter-db status`` shows it, kept in ``DIR/PROGRAM.json``
+    (written whole and renamed into place, at least every ``HEARTBEAT_SECONDS``): up since,
+    the store (open or not, and why), messages, verdicts and decisions since start, errors
+    and the last one.  A folder that cannot be written is said once, and the daemon runs on.
+    """
+
+    def __init__(self, program: str, folder: str | None, logger: logging.Logger, *,
+                 listening: str, store: str, on_error: str,
+                 heartbeat: float = HEARTBEAT_SECONDS) -> None:
+        self.path = Path(folder) / f"{program}.json" if folder else None
+        self.logger = logger
+        self.heartbeat = heartbeat
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failed = False
+        self._dirty = False
+        now = time.time()
+        try:
+            import pwd
+            user = pwd.getpwuid(os.geteuid()).pw_name
+        except (KeyError, ImportError):
+            user = str(os.geteuid())
+        self.data: dict[str, Any] = {
+            "program": program, "version": __version__, "pid": os.getpid(), "user": user,
+            "state": "starting", "started": now, "updated": now, "listening": listening,
+            "heartbeat_seconds": heartbeat, "on_error": on_error,
+            "store": {"location": masked(store), "open": False, "since": None,
+                      "error": None},
+            "messages": 0, "verdicts": {}, "decisions": {}, "errors": 0, "last_error": None,
+        }
+
+    # -- what happens -----------------------------------------------------------------
+
+    def store_opened(self, location: str) -> None:
+        with self._lock:
+            self.data["store"] = {"location": masked(location), "open": True,
+                                  "since": time.time(), "error": None}
+        self.write()
+
+    def store_failed(self, location: str, error: BaseException) -> None:
+        with self._lock:
+            self.data["store"] = {"location": masked(location), "open": False,
+                                  "since": time.time(),
+                                  "error": masked(f"{type(error).__name__}: {error}")}
+            self._error(f"cannot open the store: {error}")
+        self.write()
+
+    def observe(self, outcome: Outcome) -> None:
+        """Count one logged message (a logs observer)."""
+        with self._lock:
+            data = self.data
+            data["messages"] += 1
+            if outcome.verdict is not None:
+                verdicts = data["verdicts"]
+                name = str(outcome.verdict.verdict)
+                verdicts[name] = verdicts.get(name, 0) + 1
+            decisions = data["decisions"]
+            decisions[outcome.decision] = decisions.get(outcome.decision, 0) + 1
+            if outcome.error:
+                self._error(outcome.error, queue=outcome.queue)
+            self._dirty = True
+
+    def _error(self, text: str, queue: str | None = None) -> None:
+        self.data["errors"] += 1
+        self.data["last_error"] = {"time": time.time(), "error": masked(str(text))[:500],
+                                   "queue": queue}
+
+    def set_state(self, state: str) -> None:
+        with self._lock:
+            self.data["state"] = state
+        self.write()
+
+    # -- the file ---------------------------------------------------------------------
+
+    def write(self) -> None:
+        if self.path is None or self._failed:
+            return
+        with self._lock:
+            self.data["updated"] = time.time()
+            self._dirty = False
+            text = json.dumps(self.data, sort_keys=True)
+        scratch = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        if not self.path.parent.is_dir():
+            self._failed = True
+            self.logger.info("no status file: %s does not exist (`dupfilter-db status` will "
+                             "not see this daemon; --status-dir DIR)", self.path.parent)
+            return
+        try:
+            with open(scratch, "w", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+            os.chmod(scratch, 0o644)
+            os.replace(scratch, self.path)
+        except OSError as error:
+            self._failed = True
+            self.logger.warning("cannot keep the status in %s (%s): `dupfilter-db status` "
+                                "will not see this daemon", self.path,
+                                error.strerror or error)
+
+    def start(self) -> DaemonStatus:
+        """Write the file, then keep it fresh from a thread of its own."""
+        self.write()
+        if self.path is not None and not self._failed:
+            self._thread = threading.Thread(target=self._beat, name="dupfilter-status",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        """Write what changed within half a second, and every ``heartbeat`` anyway."""
+        while not self._stop.wait(min(0.5, self.heartbeat)):
+            if self._dirty or time.time() - self.data["updated"] >= self.heartbeat:
+                self.write()
+
+    def stop(self) -> None:
+        """The daemon has stopped: say so in the file (status then reports it down)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self.set_state("stopped")
+
+
+def read_status(path: Path, now: float | None = None) -> dict[str, Any]:
+    """One status file, with ``alive`` (the process exists), ``fresh`` (written within
+    STALE_SECONDS), ``healthy`` and ``problems`` (why not, in words) added."""
+    now = time.time() if now is None else now
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    problems = []
+    pid = int(data.get("pid", 0))
+    try:
+        os.kill(pid, 0)
+        alive = pid > 0
+    except PermissionError:
+        alive = True                 # another user's process: it exists
+    except (ProcessLookupError, OverflowError):
+        alive = False
+    age = now - float(data.get("updated", 0))
+    stale_after = max(STALE_SECONDS, 3 * float(data.get("heartbeat_seconds", 0) or 0))
+    fresh = age <= stale_after
+    if data.get("state") == "stopped":
+        problems.append("stopped")
+    elif not alive:
+        problems.append(f"not running (pid {pid} is gone; it did not stop cleanly)")
+    elif not fresh:
+        problems.append(f"no heartbeat for {age:.0f} s (hung?)")
+    store = data.get("store") or {}
+    if alive and data.get("state") != "stopped" and not store.get("open"):
+        problems.append("store not open" + (f": {store['error']}" if store.get("error")
+                                            else ""))
+    data.update(path=str(path), alive=alive, fresh=fresh, age_seconds=round(age, 1),
+                healthy=not problems, problems=problems)
+    return data

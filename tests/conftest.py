@@ -61,3 +61,38 @@ def tiny_filesystem(tmp_path: Path):  # noqa: ANN201
         yield mount_point
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+# ------------------------------------------------------------------------- the quick tier
+# `python3 -m pytest -m "not slow"` (README, "Tests") runs what a change to one module
+# needs in about two minutes; `python3 -m pytest` (.ci/run) runs everything.  Slow tests are
+# marked here, by file or by test, so that no test file needs its own marks: real Postfix,
+# daemons started as processes, Redis servers, fuzzers, the sandboxed documentation run,
+# corpus-wide measurements.
+SLOW_FILES = frozenset((
+    "test_milter_postfix.py", "test_smtpd_postfix.py",       # a private Postfix
+    "test_milter_protocol.py", "test_smtpd.py", "test_listeners.py",  # daemons as processes
+    "test_reload.py", "test_metrics.py", "test_status.py", "test_reliability.py",
+    "test_reliability_daemons.py", "test_systemd.py", "test_procmail.py",
+    "test_redis_store.py", "test_redis_cli.py",               # redis-server
+    "test_quality.py", "test_histogram_golden.py", "test_precision.py",   # the corpus
+    "test_config_property.py",                                # hypothesis over daemons
+))
+SLOW_TESTS = frozenset((
+    "test_docs.py::test_system_blocks_in_a_private_namespace",   # the sandbox, ~5 min
+    "test_docs.py::test_bench_commands_run_on_a_small_sample",
+    "test_hostile_input.py::test_fuzzer_finds_nothing",          # atheris
+    "test_hostile_input.py::test_fifty_megabyte_body_is_bounded_in_time_and_memory",
+    "test_smtpd_wire.py::test_wire_fuzzer_finds_nothing",
+    "test_packaging.py::test_sdist_and_wheel_build",             # builds sdist and wheel
+))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow tests (see SLOW_FILES and SLOW_TESTS)."""
+    slow = pytest.mark.slow
+    for item in items:
+        name = item.path.name
+        test = f"{name}::{item.originalname}" if hasattr(item, "originalname") else item.nodeid
+        if name in SLOW_FILES or test in SLOW_TESTS:
+            item.add_marker(slow)

@@ -287,7 +287,7 @@ def test_units_enable_and_verify() -> None:
 def test_milter_install() -> None:
     wheels = WORK / "wheels"
     sh(f"python3 -m pip wheel --no-deps -w {wheels} .")
-    sh("python3 -m pip uninstall -y dupfilter")
+    sh("python3 -m pip uninstall -y dupfilter-mail")
     done = sh(block("system", "milter-install").text, env=root_env(PIP_FIND_LINKS=str(wheels)))
     assert "Successfully installed dupfilter" in done.stdout
     sh("dupfilter-milter --version && python3 -c 'import Milter'", cwd=Path("/"))
@@ -432,7 +432,7 @@ def test_sieve_scripts_with_extprograms() -> None:
     # (issue 14): the wrappers must name it by its full path.
     venv = Path("/opt/dupfilter-venv")
     sh(f"python3 -m venv --system-site-packages {venv}")
-    (wheel,) = (WORK / "wheels").glob("dupfilter-*.whl")
+    (wheel,) = (WORK / "wheels").glob("dupfilter_mail-*.whl")
     sh(f"{venv}/bin/pip install --no-deps --force-reinstall {wheel}")
     programs = block("system", "sieve-programs").text
     # Run where dupfilter is not on PATH: it says so, and the wrappers it leaves fail loudly.
@@ -635,6 +635,62 @@ def test_redis_store_settings() -> None:
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_install_on_debians_python_in_opt() -> None:
+    """docs/install.md on a system as it was before the other docs installed anything (their
+    user, settings, units and command links removed): a virtual environment on Debian's
+    python3 in /opt/dupfilter, served the package and its dependencies from wheels (the
+    package index, offline); then the milter as its unit starts it, dropping to the
+    dupfilter user, which must read that Python; status; upgrade; uninstall."""
+    from support.wheelhouse import wheelhouse
+    sh("userdel dupfilter; rm -rf /etc/dupfilter /var/lib/dupfilter /etc/systemd/system/dupfilter-*"
+       " /etc/systemd/system/*.wants/dupfilter-* /usr/local/bin/dupfilter*", cwd=Path("/"))
+    house = WORK / "wheelhouse"
+    sh(f"python3 -m pip wheel --no-deps -w {house} .")
+    import tomllib
+    project = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]
+    wheelhouse(house, [*project["dependencies"], *project["optional-dependencies"]["milter"]])
+    env = root_env(PIP_FIND_LINKS=str(house))
+    done = sh(block("system", "install-debian").text, cwd=Path("/"), env=env)
+    assert "Successfully installed" in done.stdout and "dupfilter-mail" in done.stdout
+    assert Path("/usr/local/bin/dupfilter-milter").resolve() == \
+        Path("/opt/dupfilter/bin/dupfilter-milter")
+    assert Path("/opt/dupfilter/bin/python3").resolve().is_relative_to("/usr/bin")
+    # (root's PATH here starts with this Python's bin, whose share/man has its own copy)
+    page = sh("man -w dupfilter-db && man -w dupfilter.toml", cwd=Path("/"),
+              env=root_env(PATH=USER_PATH)).stdout
+    # man finds it by the link in /usr/local/share/man or, through /usr/local/bin, in
+    # /opt/dupfilter/share/man: either way, the environment's copy.
+    assert re.search(r"^(/usr/local|/opt/dupfilter)/share/man/man1/dupfilter-db\.1$", page,
+                     re.M), page
+    done = sh(block("system", "install-system").text, cwd=Path("/"), env=env)
+    assert "configuration is valid" in done.stdout
+    verified = sh("systemd-analyze verify /etc/systemd/system/dupfilter-*", cwd=Path("/"))
+    assert not verified.stderr.strip(), verified.stderr
+    # The unit's command line, started as root with --user (no systemd as PID 1 here).
+    unit = Path("/etc/systemd/system/dupfilter-milter.service").read_text()
+    command = re.search(r"^ExecStart=(.*)$", unit, re.M)[1]
+    Path("/run/dupfilter").mkdir(exist_ok=True)
+    shutil.chown("/run/dupfilter", "dupfilter", "dupfilter")
+    milter = Daemon(f"{command} --user dupfilter", "install-milter")
+    socket_path = Path("/var/spool/postfix/dupfilter/milter.sock")
+    try:
+        milter.wait_until(socket_path.is_socket, f"no {socket_path}")
+        milter.wait_until(lambda: Path("/run/dupfilter/dupfilter-milter.json").exists(),
+                          "no status file")
+        time.sleep(1)
+        status = sh("dupfilter-db status dupfilter-milter", cwd=Path("/"), check=False)
+        assert status.returncode == 0, status.stdout + status.stderr + milter.text()
+        assert "as dupfilter" in status.stdout and "store      /var/lib/dupfilter: open" \
+            in status.stdout, status.stdout
+    finally:
+        assert milter.stop() == 0, milter.text()
+    assert "cannot read" not in milter.text(), milter.text()
+    sh(block("system", "install-upgrade").text, cwd=Path("/"), env=env)
+    sh(block("system", "install-uninstall").text, cwd=Path("/"), env=env)
+    assert not Path("/opt/dupfilter").exists()
+    assert not list(Path("/usr/local/bin").glob("dupfilter*"))
 
 
 def test_no_process_left_behind() -> None:

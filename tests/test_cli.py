@@ -213,18 +213,21 @@ def test_fingerprint_json_fields(tmp_path: Path) -> None:
 def test_compare_reports_every_measure(tmp_path: Path) -> None:
     a, b = tmp_path / "a.eml", tmp_path / "b.eml"
     text = paragraph_text(1, count=300)
-    a.write_bytes(make_message(text))
+    a.write_bytes(make_message(text, message_id="<a@example.org>"))
     words = text.split(" ")
     words[50] = "bazaar"
-    b.write_bytes(make_message(" ".join(words)))
+    b.write_bytes(make_message(" ".join(words), message_id="<b@example.org>"))
     for chunking in ("fsp", "cdc", "sbc"):
         result = json.loads(run(DUPFILTER_DB, "compare", str(a), str(b), "--json",
                                 "--chunking", chunking).stdout)
         assert 0.5 < result["shingles"]["resemblance"] < 1.0
-        assert 0.0 <= result["chunks"]["formula1"] <= 1.0
-        assert result["chunks"]["formula2_lcs"] is not None
-    readable = run(DUPFILTER_DB, "compare", str(a), str(b)).stdout.decode()
-    assert "r[ 0]=" in readable and "resemblance" in readable and "formula 2" in readable
+        assert 0.0 <= result["chunks"]["length_weighted_similarity"] <= 1.0
+        assert result["chunks"]["lcs_similarity"] is not None
+        assert result["verdict"] == "near-duplicate" and result["rule"] == "shingles"
+    readable = run(DUPFILTER_DB, "compare", str(a), str(b), "--bins").stdout.decode()
+    assert readable.startswith("verdict: B is a near-duplicate of A, by rule shingles")
+    assert "r[ 0]=" in readable and "word-shingle resemblance" in readable
+    assert "length-weighted chunk similarity" in readable and "formula" not in readable
 
 
 def test_explain_prune_verify_forget(tmp_path: Path) -> None:

@@ -135,8 +135,12 @@ def test_toml_block_is_a_valid_configuration(example: Block, tmp_path: Path) -> 
     config = tmp_path / "dupfilter.toml"
     config.write_text(example.text)
     checked = run(f"dupfilter-db --config {config} config --check", tmp_path)
-    assert checked.returncode == 0, (example.where, checked.stdout, checked.stderr)
-    assert "configuration is valid" in checked.stdout
+    assert "configuration is valid" in checked.stdout, (example.where, checked.stderr)
+    # The settings are valid; what config --check says of this machine beyond them may
+    # differ from the machine the page is for (Sendmail's group smmsp, without Sendmail).
+    problems = [line for line in checked.stdout.splitlines() if line.startswith("PROBLEM")]
+    assert all("is no group on this machine" in line for line in problems), problems
+    assert checked.returncode == (1 if problems else 0), (example.where, checked.stdout)
 
 
 def test_policy_rule_skips_cron_mail_as_documented(tmp_path: Path) -> None:

@@ -19,8 +19,10 @@ def test_sdist_and_wheel_build(tmp_path: Path) -> None:
                              "--wheel", "--outdir", str(tmp_path), str(REPO)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    wheel = next(tmp_path.glob(f"dupfilter-{mailfilter.__version__}-*.whl"))
-    assert next(tmp_path.glob(f"dupfilter-{mailfilter.__version__}.tar.gz"))
+    # The distribution is dupfilter-mail ("dupfilter" on the package index is another
+    # project's); the wheel and sdist are named so.
+    wheel = next(tmp_path.glob(f"dupfilter_mail-{mailfilter.__version__}-*.whl"))
+    assert next(tmp_path.glob(f"dupfilter[-_]mail-{mailfilter.__version__}.tar.gz"))
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt")))
@@ -36,6 +38,13 @@ def test_sdist_and_wheel_build(tmp_path: Path) -> None:
     for script in (b"dupfilter =", b"dupfilter-db =", b"dupfilter-milter =",
                    b"dupfilter-smtpd ="):
         assert script in entry_points
+    # Manual pages and completion, in the package and under the environment's share/.
+    for page in ("man1/dupfilter.1", "man1/dupfilter-db.1", "man1/dupfilter-milter.1",
+                 "man1/dupfilter-smtpd.1", "man5/dupfilter.toml.5"):
+        assert f"mailfilter/data/man/{page}" in names, page
+        assert any(n.endswith(f".data/data/share/man/{page}") for n in names), page
+    assert any(n.endswith("share/bash-completion/completions/dupfilter.bash") for n in names)
+    assert any(n.endswith("share/zsh/site-functions/_dupfilter") for n in names)
 
 
 def test_every_command_reports_the_one_version() -> None:

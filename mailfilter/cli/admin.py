@@ -28,8 +28,8 @@ from mailfilter.config import (
 )
 from mailfilter.detector import Verdict
 from mailfilter.engine import Engine
-from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE
-from mailfilter.store import StoreError
+from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE, VERDICTS
+from mailfilter.store import DECISIONS, StoreError
 
 
 def _fail(program: str, message: str, code: int = 2) -> int:
@@ -74,8 +74,10 @@ def cmd_scan(args: argparse.Namespace, settings: Settings) -> int:
     if not args.json:
         print(f"{'verdict':<15} {'score':>5}  {'reason':<11} {'path':<50} match", file=out)
     with Engine(settings) as engine:
+        progress = sys.stderr.isatty() and not out.isatty()
         for label, verdict, _size in check_all(engine, args.paths, args.jobs,
-                                               record=not args.no_record, show_progress=False):
+                                               record=not args.no_record,
+                                               show_progress=progress):
             if isinstance(verdict, Exception):
                 print(f"dupfilter-db: {label}: {type(verdict).__name__}: {verdict}",
                       file=sys.stderr)
@@ -147,8 +149,31 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _day_ticks(axis: object, days: list[object]) -> None:
+    """Date ticks that read for the span shown: each day up to two weeks, each Monday up
+    to about two months, then each month; never hours (one day of data is one bar)."""
+    import datetime
+
+    import matplotlib.dates as mdates
+    first, last = min(days), max(days)
+    span = (last - first).days + 1
+    if span <= 14:
+        locator, style = mdates.DayLocator(), "%a %d %b"
+    elif span <= 62:
+        locator, style = mdates.WeekdayLocator(byweekday=mdates.MO), "%d %b"
+    else:
+        locator, style = mdates.MonthLocator(), "%b %Y"
+    axis.xaxis.set_major_locator(locator)
+    axis.xaxis.set_major_formatter(mdates.DateFormatter(style))
+    if span > 14:
+        axis.xaxis.set_minor_locator(mdates.DayLocator())
+    half = datetime.timedelta(hours=12) if span > 2 else datetime.timedelta(days=1, hours=12)
+    axis.set_xlim(first - half, last + half)
+
+
 def _plot_per_day(stats: dict[str, object], path: str) -> None:
-    """Messages per day by verdict, as a PNG (matplotlib, the `plot` extra)."""
+    """Messages per day by verdict, and the daemons' decisions per day, as a PNG
+    (matplotlib, the `plot` extra)."""
     try:
         import matplotlib
     except ImportError:
@@ -157,21 +182,45 @@ def _plot_per_day(stats: dict[str, object], path: str) -> None:
     import datetime
 
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
     per_day = stats.get("verdicts_per_day") or {}
-    days = [datetime.date.fromtimestamp(int(day)) for day in per_day]
-    figure, axis = plt.subplots(figsize=(8, 4))
-    bottom = [0] * len(days)
-    for verdict, colour in ((UNIQUE, "#9bbbd4"), (NEAR_DUPLICATE, "#f0a35e"),
-                            (DUPLICATE, "#d1495b")):
-        values = [counts.get(verdict, 0) for counts in per_day.values()]
-        axis.bar(days, values, bottom=bottom, label=verdict, color=colour)
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    axis.set_ylabel("messages per day")
-    axis.set_title(f"dupfilter verdicts per day ({stats['location']})")
-    axis.legend()
+    decided = stats.get("decisions_per_day") or {}
+
+    def day_of(stamp: object) -> datetime.datetime:       # midnight UTC, naive
+        return datetime.datetime.fromtimestamp(int(stamp), datetime.UTC).replace(tzinfo=None)
+
+    panels = [("verdicts of the messages recorded", per_day,
+               ((UNIQUE, "#9bbbd4"), (NEAR_DUPLICATE, "#f0a35e"), (DUPLICATE, "#d1495b")))]
+    if decided:
+        names = sorted({name for counts in decided.values() for name in counts})
+        colours = dict(zip(DECISIONS, ("#cccccc", "#9bbbd4", "#d1495b", "#e6a0a8", "#6c757d",
+                                       "#b07aa1", "#f0a35e", "#59a14f", "#222222", "#edc948"),
+                           strict=True))
+        panels.append(("the daemons' decisions", decided,
+                       tuple((name, colours.get(name, "#888888")) for name in names)))
+    figure, axes = plt.subplots(len(panels), 1, figsize=(9, 3.2 * len(panels)), sharex=True,
+                                squeeze=False)
+    every_day = sorted({day_of(stamp) for _, table, _ in panels for stamp in table}) or \
+        [day_of(time.time() // 86400 * 86400)]
+    for axis, (title, table, series) in zip(axes[:, 0], panels, strict=True):
+        days = [day_of(stamp) for stamp in table]
+        bottom = [0] * len(days)
+        for name, colour in series:
+            values = [counts.get(name, 0) for counts in table.values()]
+            if any(values):
+                axis.bar(days, values, bottom=bottom, label=name, color=colour, width=0.8)
+                bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        axis.set_ylabel("messages per day")
+        axis.set_title(title)
+        axis.yaxis.set_major_locator(MaxNLocator(integer=True))
+        if any(bottom):
+            axis.legend(fontsize="small", ncol=2)
+        _day_ticks(axis, every_day)
+    figure.suptitle(f"dupfilter ({stats['location']}), days in UTC")
     figure.autofmt_xdate()
     figure.tight_layout()
     figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
@@ -191,10 +240,88 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     print(f"size       {stats.get('file_bytes', 0) / 1e6:.1f} MB on disk, "
           f"{stats.get('used_bytes', 0) / 1e6:.1f} MB used")
     print(f"age range  {when(stats.get('oldest'))} .. {when(stats.get('newest'))}")
-    for day, counts in list(stats.get("verdicts_per_day", {}).items())[-14:]:
-        print(f"  {time.strftime('%Y-%m-%d', time.gmtime(int(day)))}  "
-              + "  ".join(f"{name} {count}" for name, count in sorted(counts.items())))
+    per_day = stats.get("verdicts_per_day", {}) or {}
+    decided = stats.get("decisions_per_day", {}) or {}
+    days = sorted({int(day) for day in (*per_day, *decided)})[-args.days:]
+    if not days:
+        return 0
+    print("per day (UTC): verdicts of recorded messages | decisions of the daemons "
+          "(every message they handled: also those rejected, discarded or unchecked)")
+    for day in days:
+        verdicts = per_day.get(day) or per_day.get(str(day)) or {}
+        decisions = decided.get(day) or decided.get(str(day)) or {}
+        left = "  ".join(f"{name} {verdicts[name]}" for name in VERDICTS if name in verdicts)
+        right = "  ".join(f"{name} {decisions[name]}" for name in DECISIONS
+                          if name in decisions)
+        print(f"  {time.strftime('%Y-%m-%d', time.gmtime(day))}  {left or '-'}"
+              + (f"  |  {right}" if right else ""))
     return 0
+
+
+def _since(value: float | None, now: float) -> str:
+    if not value:
+        return "-"
+    seconds = int(now - value)
+    parts = [(seconds // 86400, "d"), (seconds % 86400 // 3600, "h"),
+             (seconds % 3600 // 60, "m"), (seconds % 60, "s")]
+    shown = [f"{n}{unit}" for n, unit in parts if n][:2] or ["0s"]
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(value))} ({' '.join(shown)} ago)"
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    """Each daemon's status file (service.DaemonStatus): exit 0 when every daemon found is
+    healthy, 1 when one is not, 3 when none has a status file (nothing known)."""
+    from mailfilter.service import read_status
+    folder = Path(args.status_dir)
+    try:
+        files = sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
+    except OSError as error:
+        return _fail("dupfilter-db", f"status: cannot read {folder}: {error.strerror}", 3)
+    if args.program:
+        files = [p for p in files if p.stem in args.program]
+    daemons = []
+    for path in files:
+        try:
+            daemons.append(read_status(path))
+        except (OSError, ValueError) as error:
+            daemons.append({"path": str(path), "program": path.stem, "healthy": False,
+                            "problems": [f"unreadable status file: {error}"]})
+    healthy = all(d["healthy"] for d in daemons)
+    if args.json:
+        print(json.dumps({"status_dir": str(folder), "healthy": bool(daemons) and healthy,
+                          "daemons": daemons}))
+    elif not daemons:
+        print(f"no dupfilter daemon status in {folder} (not started, or started with another "
+              "--status-dir)")
+    now = time.time()
+    for d in [] if args.json else daemons:
+        if "pid" not in d:
+            print(f"{d['program']}  UNKNOWN  {'; '.join(d['problems'])}")
+            continue
+        state = "OK" if d["healthy"] else "PROBLEM: " + "; ".join(d["problems"])
+        print(f"{d['program']} {d.get('version', '')}: {state}")
+        print(f"  process    pid {d['pid']} as {d.get('user', '?')}, {d.get('state')}, up since "
+              f"{_since(d.get('started'), now)}; status written {d['age_seconds']:.0f} s ago")
+        print(f"  listening  {d.get('listening', '-')}")
+        store = d.get("store") or {}
+        opened = "open" if store.get("open") else "NOT open"
+        print(f"  store      {store.get('location', '-')}: {opened} since "
+              f"{_since(store.get('since'), now)}"
+              + (f"; {store['error']}" if store.get("error") and not store.get("open") else "")
+              + ("" if store.get("open") else f"; messages get on_error={d.get('on_error')}"))
+        verdicts = ", ".join(f"{k} {v}" for k, v in sorted(d.get("verdicts", {}).items()))
+        decisions = ", ".join(f"{k} {v}" for k, v in sorted(d.get("decisions", {}).items()))
+        print(f"  messages   {d.get('messages', 0)} since start"
+              + (f"; verdicts: {verdicts}" if verdicts else "")
+              + (f"; decisions: {decisions}" if decisions else ""))
+        last = d.get("last_error")
+        print(f"  errors     {d.get('errors', 0)}" + (
+            f"; last at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(last['time']))}"
+            + (f" (queue {last['queue']})" if last.get("queue") else "")
+            + f": {last['error']}" if last else ""))
+    if not daemons:
+        return 3
+    return 0 if healthy else 1
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
@@ -232,21 +359,67 @@ def _flatten(prefix: str, values: dict[str, object]) -> list[tuple[str, object]]
 def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     print(f"# settings from {settings.source or 'built-in defaults'}")
     if not args.show:
-        # What only a daemon would refuse at start, said here too.
-        check_milter_settings(settings)
-        check_smtpd_settings(settings)
-        print("configuration is valid")
-        return 0
+        return _config_check(args, settings)
+    defaults = dict(_flatten_all(asdict(Settings())))
+    shown = 0
     for section, values in asdict(settings).items():
         if section == "source":
             continue
-        print(f"\n[{section}]")
+        rows = []
         for key, value in _flatten("", values):
-            where = settings.origin(f"{section}.{key}")
+            name = f"{section}.{key}"
+            where = settings.origin(name)
             if section == "store" and key == "path" and getattr(args, "db", None):
                 where = "--db"
-            print(f"{key} = {json.dumps(value)}  # {where}")
+            if args.changed and where == "default" and defaults.get(name) == value:
+                continue
+            rows.append(f"{key} = {json.dumps(value)}  # {where}")
+        if rows or not args.changed:
+            print(f"\n[{section}]")
+            print("\n".join(rows))
+            shown += len(rows)
+    if args.changed and not shown:
+        print("# every setting has its default value")
     return 0
+
+
+def _flatten_all(values: dict[str, object]) -> list[tuple[str, object]]:
+    return [(f"{section}.{key}", value) for section, table in values.items()
+            if isinstance(table, dict) for key, value in _flatten("", table)]
+
+
+def _config_check(args: argparse.Namespace, settings: Settings) -> int:
+    """The settings as the daemons would take them, then the system around them."""
+    from mailfilter.cli.checks import postfix_checks, system_checks
+    # What only a daemon would refuse at start, said here too.
+    check_milter_settings(settings)
+    check_smtpd_settings(settings)
+    print("configuration is valid")
+    findings = system_checks(settings, args.user, args.mta_user)
+    if args.postfix is not None:
+        findings += postfix_checks(settings, args.postfix)
+    for ok, text in findings:
+        print(f"{'ok     ' if ok else 'PROBLEM'}  {text}")
+    return 0 if all(ok for ok, _ in findings) else 1
+
+
+DB_HELP = "store: an LMDB folder or a redis:// URL (overrides [store] path)"
+CONFIG_HELP = ("TOML settings file (default: $DUPFILTER_CONFIG, "
+               "~/.config/dupfilter/dupfilter.toml, then /etc/dupfilter/dupfilter.toml)")
+
+
+def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--db", metavar="DIR|URL", default=default, help=DB_HELP)
+    parser.add_argument("--config", metavar="FILE", default=default, help=CONFIG_HELP)
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser: it takes --db and --config too (``dupfilter-db stats --db DIR``),
+    without overriding the ones given before the command when they are not repeated."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)     # type: ignore[arg-type]
+        _global_options(self, argparse.SUPPRESS)
 
 
 def _db_parser() -> argparse.ArgumentParser:
@@ -255,9 +428,9 @@ def _db_parser() -> argparse.ArgumentParser:
         description="Administer dupfilter's store: import and scan mailboxes, fingerprint and "
                     "compare messages, explain verdicts, prune old records.")
     parser.add_argument("--version", action="version", version=f"dupfilter {__version__}")
-    parser.add_argument("--db", metavar="DIR|URL", help="store: LMDB folder or redis:// URL")
-    parser.add_argument("--config", metavar="FILE", help="TOML settings file")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _global_options(parser, None)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=_CommandParser)
     jobs = max(1, min(4, os.cpu_count() or 1))
 
     sub = commands.add_parser("import", help="remember every message of mailboxes")
@@ -278,16 +451,24 @@ def _db_parser() -> argparse.ArgumentParser:
     sub.add_argument("--histogram", choices=("raw", "decoded"))
     sub.set_defaults(run=cmd_fingerprint, no_store=True)
 
-    sub = commands.add_parser("compare", help="every measure between two messages or files")
-    sub.add_argument("a", metavar="A")
-    sub.add_argument("b", metavar="B")
-    sub.add_argument("--chunking", choices=("fsp", "cdc", "sbc"), default="cdc")
+    sub = commands.add_parser("compare", help="the verdict on B with only A stored, and "
+                              "every measure between them")
+    sub.add_argument("a", metavar="A", help="the first message (- for stdin)")
+    sub.add_argument("b", metavar="B", help="the second message")
+    sub.add_argument("--chunking", choices=("fsp", "cdc", "sbc"), default="cdc",
+                     help="whole-message chunking: fixed-size, content-defined (default) "
+                          "or sliding-block")
     sub.add_argument("--chunk-size", type=int, default=4096, help="block or average size")
+    sub.add_argument("--bins", action="store_true",
+                     help="also print the 36 character-histogram bins side by side")
     sub.add_argument("--json", action="store_true")
     sub.set_defaults(run=cmd_compare, no_store=True)
 
-    sub = commands.add_parser("explain", help="why a message (stdin) is or is not a duplicate")
-    sub.add_argument("--json", action="store_true")
+    sub = commands.add_parser("explain", help="why messages are or are not duplicates: the "
+                              "rule that decided and every stored message weighed")
+    sub.add_argument("paths", nargs="*", metavar="FILE",
+                     help="messages, mboxes or Maildirs (default: one message on stdin)")
+    sub.add_argument("--json", action="store_true", help="one JSON object per message")
     sub.add_argument("--recipient", action="append", default=[], metavar="ADDR")
     sub.set_defaults(run=cmd_explain)
 
@@ -296,10 +477,25 @@ def _db_parser() -> argparse.ArgumentParser:
                      "[store] retention)")
     sub.set_defaults(run=cmd_prune)
 
-    sub = commands.add_parser("stats", help="records, size, age range, verdicts per day")
+    sub = commands.add_parser("stats", help="records, size, age range, verdicts and the "
+                              "daemons' decisions per day")
     sub.add_argument("--json", action="store_true")
-    sub.add_argument("--plot", metavar="FILE.png", help="draw messages per day by verdict")
+    sub.add_argument("--plot", metavar="FILE.png", help="draw messages per day by verdict "
+                     "and decision (needs matplotlib: the plot extra)")
+    sub.add_argument("--days", type=int, default=14, metavar="N",
+                     help="days listed (default %(default)s; --json and --plot have all)")
     sub.set_defaults(run=cmd_stats)
+
+    from mailfilter.service import default_status_dir
+    sub = commands.add_parser("status", help="each running daemon: up since, store open or "
+                              "not, messages and verdicts since start, last error; exit 1 "
+                              "when one is not healthy, 3 when none is found")
+    sub.add_argument("program", nargs="*", metavar="PROGRAM",
+                     help="only these (dupfilter-milter, dupfilter-smtpd)")
+    sub.add_argument("--status-dir", metavar="DIR", default=default_status_dir(),
+                     help="where the daemons keep their status (default %(default)s)")
+    sub.add_argument("--json", action="store_true")
+    sub.set_defaults(run=cmd_status, no_store=True)
 
     sub = commands.add_parser("verify", help="check every index against the records")
     sub.set_defaults(run=cmd_verify)
@@ -308,10 +504,27 @@ def _db_parser() -> argparse.ArgumentParser:
     sub.add_argument("--message-id", metavar="ID")
     sub.set_defaults(run=cmd_forget)
 
-    sub = commands.add_parser("config", help="validate or show the effective settings")
+    sub = commands.add_parser("config", help="validate the settings and the system around "
+                              "them, or show the effective settings")
     group = sub.add_mutually_exclusive_group()
-    group.add_argument("--check", action="store_true", help="validate (the default)")
-    group.add_argument("--show", action="store_true", help="print every setting")
+    group.add_argument("--check", action="store_true",
+                       help="validate (the default): the settings as the daemons take them, "
+                            "users, groups, the socket folder for the MTA's user; exit 1 on "
+                            "a problem")
+    group.add_argument("--show", action="store_true",
+                       help="print every setting with where it came from (FILE:LINE)")
+    sub.add_argument("--changed", action="store_true",
+                     help="with --show: only the settings that differ from the defaults "
+                          "(as postconf -n)")
+    sub.add_argument("--postfix", nargs="?", const="/etc/postfix", metavar="DIR",
+                     help="with --check: also compare Postfix's settings in DIR (default "
+                          "/etc/postfix: postconf -n, postconf -M) with dupfilter's")
+    sub.add_argument("--user", metavar="NAME",
+                     help="with --check: the daemons' --user (checked to exist and to own "
+                          "the store folder; default: dupfilter, when that user exists)")
+    sub.add_argument("--mta-user", metavar="NAME", default="postfix",
+                     help="with --check: the MTA's user that must reach the milter socket "
+                          "(default %(default)s)")
     sub.set_defaults(run=cmd_config, no_store=True)
     return parser
 

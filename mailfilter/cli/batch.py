@@ -7,6 +7,7 @@ group-commit writer thread (many messages per transaction, each seeing those bef
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 from collections import deque
@@ -109,11 +110,54 @@ def _analysed(messages: Iterator[tuple[str, bytes | FileRef]], settings: Setting
                         yield label or unit_label, size, analysis
 
 
-def _progress(total_hint: int | None, enabled: bool):  # noqa: ANN202 - tqdm or a stub
-    if enabled:
+def input_bytes(paths: list[str]) -> int | None:
+    """The bytes of mail under ``paths`` (files, folders, Maildirs), from the file sizes
+    alone; None when a size cannot be known beforehand (stdin, a pipe)."""
+    total = 0
+    for name in paths:
+        if name == "-":
+            return None
+        for root, dirs, files in os.walk(name) if os.path.isdir(name) else [("", [], [name])]:
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d != "tmp"]
+            for file in files:
+                if root and file.startswith("."):
+                    continue
+                try:
+                    info = os.stat(os.path.join(root, file))
+                except OSError:
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    return None
+                total += info.st_size
+    return total
+
+
+class Progress:
+    """A progress bar on stderr (tqdm) in bytes of mail, with the total and the time left
+    when the inputs' size is known, and the messages done so far."""
+
+    def __init__(self, total_bytes: int | None) -> None:
         from tqdm import tqdm
-        return tqdm(total=total_hint, unit="msg", file=sys.stderr, dynamic_ncols=True)
-    return None
+        self.total = total_bytes
+        self.messages = 0
+        self.bar = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024,
+                        file=sys.stderr, dynamic_ncols=True, mininterval=0.5,
+                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining},"
+                                   " {rate_fmt}{postfix}]" if total_bytes else None)
+
+    def update(self, messages: int, size: int) -> None:
+        self.messages += messages
+        self.bar.set_postfix_str(f"{self.messages} msg", refresh=False)
+        self.bar.update(size)
+
+    def close(self) -> None:
+        if self.total is not None and self.bar.n < self.total:
+            self.bar.update(self.total - self.bar.n)   # mbox separators, skipped files
+        self.bar.close()
+
+
+def _progress(paths: list[str], enabled: bool) -> Progress | None:
+    return Progress(input_bytes(paths)) if enabled else None
 
 
 def check_all(engine: Engine, paths: list[str], jobs: int, *, record: bool,
@@ -127,7 +171,7 @@ def check_all(engine: Engine, paths: list[str], jobs: int, *, record: bool,
     skipped: list[str] = []
     messages = iter_messages(paths, skipped, defer_files=jobs > 1)
     results = _analysed(messages, engine.settings, jobs, skipped)
-    bar = _progress(None, show_progress)
+    bar = _progress(paths, show_progress)
     now = int(time.time())
     pending: deque[tuple[Batch, Future[list[Verdict]] | list[Verdict]]] = deque()
     try:
@@ -154,11 +198,11 @@ def check_all(engine: Engine, paths: list[str], jobs: int, *, record: bool,
                   file=sys.stderr)
 
 
-def _taken(batch: Batch, checked: Future[list[Verdict]] | list[Verdict], bar: object
-           ) -> Iterator[tuple[str, Verdict | Exception, int]]:
+def _taken(batch: Batch, checked: Future[list[Verdict]] | list[Verdict],
+           bar: Progress | None) -> Iterator[tuple[str, Verdict | Exception, int]]:
     """A batch's results in order, once the writer has them (a store error is raised)."""
     verdicts = iter(checked.result() if isinstance(checked, Future) else checked)
     for label, size, analysis in batch:
         yield label, analysis if isinstance(analysis, Exception) else next(verdicts), size
     if bar is not None:
-        bar.update(len(batch))       # type: ignore[attr-defined]
+        bar.update(len(batch), sum(size for _, size, _ in batch))

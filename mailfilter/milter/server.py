@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 
 import Milter
 
-from mailfilter import __version__, metrics
+from mailfilter import __version__, logs, metrics
 from mailfilter.config import ConfigError, Settings, check_milter_settings
 from mailfilter.logs import setup_logging
 from mailfilter.milter.session import (
@@ -34,6 +34,7 @@ from mailfilter.milter.session import (
 from mailfilter.service import (
     STORE_RETRY_SECONDS,
     DaemonError,
+    DaemonStatus,
     check_privileges,
     daemon_parser,
     exit_on_config_error,
@@ -167,7 +168,8 @@ def _preload(settings: Settings) -> None:
 def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None,
           allow_root: bool = False, tcp_fixes: bool = True,
           store_retry: float = STORE_RETRY_SECONDS, group_commit: bool = True,
-          reload: Callable[[], Settings] | None = None) -> int:
+          reload: Callable[[], Settings] | None = None, status_dir: str | None = None
+          ) -> int:
     """Open the socket, drop privileges, run until SIGTERM; returns the exit status.
 
     SIGHUP calls ``reload`` for fresh settings and applies the ``[milter]`` ones and the log
@@ -205,9 +207,16 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
             set_listener_nodelay(spec, logger)
     _preload(settings)
     check_privileges(user, allow_root, logger)
+    status = DaemonStatus(PROGRAM, status_dir, logger, listening=spec,
+                          store=settings.store.location(), on_error=m.on_error).start()
+    runtime.engines.status = status
     runtime.open_engine()
+    observers = (status.observe, runtime.engines.count_decision)
+    for observer in observers:
+        logs.add_observer(observer)
     try:
-        serving = metrics.start(settings.metrics, "milter", records=runtime.store_records)
+        serving = metrics.start(settings.metrics, "milter", records=runtime.store_records,
+                                store_up=lambda: runtime.engines.is_open)
     except (OSError, ValueError) as error:
         raise DaemonError(f"cannot serve metrics on {settings.metrics.listen}: {error}") \
             from None
@@ -247,7 +256,10 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
 
     install_shutdown_handler(on_signal, SHUTDOWN_SIGNALS)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SHUTDOWN_SIGNALS)
-    sd_notify("READY=1", f"STATUS=listening on {spec}")
+    status.set_state("running")
+    sd_notify("READY=1", f"STATUS=listening on {spec}; " + (
+        "store open" if runtime.engines.is_open else
+        f"store NOT open (messages get on_error={m.on_error}; `dupfilter-db status`)"))
     while True:
         stop.wait(1.0)
         if reload_requested.is_set():
@@ -277,7 +289,11 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
                 os.unlink(path)
             except OSError:
                 pass
+    status.set_state("stopping")
     runtime.close()             # commits the records still queued
+    for observer in observers:
+        logs.remove_observer(observer)
+    status.stop()
     logger.info("%s stopped", PROGRAM)
     return 1 if failure else 0
 
@@ -320,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
 
         status = serve(settings, logger, user=args.user, allow_root=args.allow_root,
                        tcp_fixes=args.tcp_fixes, store_retry=args.store_retry,
-                       group_commit=args.group_commit, reload=reload)
+                       group_commit=args.group_commit, reload=reload,
+                       status_dir=args.status_dir or None)
     except (ConfigError, DaemonError) as error:
         return exit_on_config_error(PROGRAM, error)
     logging.shutdown()

@@ -33,11 +33,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mailfilter import __version__, metrics
+from mailfilter import __version__, logs, metrics
 from mailfilter.config import ConfigError, Settings, check_smtpd_settings, parse_hostport
 from mailfilter.logs import setup_logging
 from mailfilter.service import (
     DaemonError,
+    DaemonStatus,
     LazyEngine,
     check_privileges,
     daemon_parser,
@@ -180,7 +181,14 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
         sock.close()
         raise
     engines = LazyEngine(settings, logger, "smtpd", retry_seconds=args.store_retry)
+    status = DaemonStatus(PROGRAM, getattr(args, "status_dir", None) or None, logger,
+                          listening=settings.smtpd.listen, store=settings.store.location(),
+                          on_error=settings.smtpd.on_error).start()
+    engines.status = status
     engines.open()          # or: one clear line, on_error per message, tried again later
+    observers = (status.observe, engines.count_decision)
+    for observer in observers:
+        logs.add_observer(observer)
     server = FilterServer(settings, engines, logger, connections=args.connections)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -192,20 +200,28 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
         logger))
     try:
         await server.start(sock=sock)
-        serving = metrics.start(settings.metrics, "smtpd",
-                                records=engines.records)
+        serving = metrics.start(settings.metrics, "smtpd", records=engines.records,
+                                store_up=lambda: engines.is_open)
         if serving:
             logger.info("metrics on http://%s/metrics", serving)
         logger.info("%s %s listening on %s, next hop %s, mode %s, store %s", PROGRAM,
                     __version__, settings.smtpd.listen, settings.smtpd.next_hop,
                     settings.smtpd.mode, settings.store.location())
-        sd_notify("READY=1", f"STATUS=listening on {settings.smtpd.listen}")
+        status.set_state("running")
+        sd_notify("READY=1", f"STATUS=listening on {settings.smtpd.listen}; " + (
+            "store open" if engines.is_open else
+            f"store NOT open (messages get on_error={settings.smtpd.on_error}; "
+            "`dupfilter-db status`)"))
         await stop.wait()
         sd_notify("STOPPING=1")
+        status.set_state("stopping")
         logger.info("shutting down: finishing transactions in flight")
         await server.stop()
     finally:
         engines.close()
+        for observer in observers:
+            logs.remove_observer(observer)
+        status.stop()
     logger.info("stopped")
     return 0
 

@@ -337,6 +337,12 @@ class Candidates:
     common: frozenset[int] = frozenset()
 
 
+# What `count_decision` counts: a daemon's action on a message, "skipped" (an allow rule
+# skipped the check), "unchecked" (an error: on_error applied), "refused" (too large).
+DECISIONS: tuple[str, ...] = ("accept", "tag", "reject", "tempfail", "discard", "quarantine",
+                              "drop-recipients", "skipped", "unchecked", "refused")
+
+
 class Store(Protocol):
     """Everything the engine, the detector and the admin commands ask of a store.
 
@@ -375,6 +381,12 @@ class Store(Protocol):
 
     def count_verdict(self, verdict: str, when: int) -> None:
         """Add one to the counter of ``verdict`` on the day of ``when`` (for ``stats``)."""
+        ...
+
+    def count_decision(self, decision: str, when: int) -> None:
+        """Add one to the day's counter of a daemon's ``decision`` (one of DECISIONS: its
+        action, or why it took none), for `dupfilter-db stats`; rejected, discarded and
+        unchecked mail is never recorded, so the verdict counters miss it."""
         ...
 
     def atomically(self, fn: Callable[[], T]) -> T:

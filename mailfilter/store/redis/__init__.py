@@ -76,6 +76,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import xxhash
 
 from mailfilter.store import (
+    DECISIONS,
     HISTOGRAM_GROUPS,
     HISTOGRAM_PRIME,
     LAYOUT,
@@ -861,6 +862,15 @@ class RedisStore:
         name = verdict if verdict in _VERDICTS else "unique"
         self._submit(_Op(None, ("c", f"{int(when) // 86400}:{name}")))
 
+    def count_decision(self, decision: str, when: int) -> None:
+        """Add one to the day's counter of a daemon's decision (see Store.count_decision):
+        one HINCRBY on the first partition's ``decisions`` hash, sent at once (no script)."""
+        if decision not in DECISIONS:
+            return
+        with self._errors("counting a decision"):
+            self.client.hincrby(self.partitions[0].base + b"decisions",
+                                f"{int(when) // 86400}:{decision}", 1)
+
     def prune(self, before: int) -> int:
         """Nothing to do: Redis expires records by TTL (the retention period); returns 0."""
         log.info("%s: records expire by Redis TTL (%d s); prune has nothing to do",
@@ -947,6 +957,7 @@ class RedisStore:
             newest = self._each(lambda pipe, p: pipe.zrange(p.base + b"t", -1, -1,
                                                              withscores=True))
             tables = self._each(lambda pipe, p: pipe.hgetall(p.base + b"c"))
+            decisions = self.client.hgetall(self.partitions[0].base + b"decisions")
             segments = sum(len(self._live_segments(p)) for p in self.partitions)
             memory = self._memory()
         per_day: dict[int, dict[str, int]] = {}
@@ -957,9 +968,15 @@ class RedisStore:
                     continue   # the partition's own fields: parameters, counter, segments
                 slot = per_day.setdefault(int(day), {})
                 slot[name] = slot.get(name, 0) + int(value)
+        decided: dict[int, dict[str, int]] = {}
+        for field_name, value in decisions.items():
+            day, _, name = field_name.decode("latin-1").partition(":")
+            if day.isdigit():
+                decided.setdefault(int(day), {})[name] = int(value)
         firsts = [int(s) for pairs in oldest for _, s in pairs]
         lasts = [int(s) for pairs in newest for _, s in pairs]
         return {"backend": "redis", "location": self.location, "records": sum(counts),
+                "decisions_per_day": {day * 86400: c for day, c in sorted(decided.items())},
                 "cluster": self.cluster, "partitions": [p.tag for p in self.partitions],
                 "segments": segments, "retention_seconds": self.retention,
                 "prune": "by Redis TTL", "used_bytes": memory,
