@@ -38,7 +38,12 @@ Message = email.message.Message
 Transform = Callable[..., "bytes | None"]
 
 _TEXT_TYPES = ("text/plain", "text/html")
-_WORD = re.compile(r"[A-Za-z][A-Za-z']*[A-Za-z]")
+# A word of prose that an editing person would change: letters only, standing alone (not a
+# piece of a code such as "dlUl6l33", of a host name such as "example.com", of a URL or a
+# path, or of an address).  Changing those is a change of data, which issue 13 wants
+# treated as another message; the edited_words kind measures edits of prose.
+_WORD = re.compile(r"(?<![\w./@:?=&%#~+-])[A-Za-z][A-Za-z']*[A-Za-z]"
+                   r"(?![\w/@%=&#~+-]|[.:][\w/])")
 _TAG_OR_TEXT = re.compile(r"(<[^>]*>|&[#a-zA-Z0-9]+;)")
 _SIGNATURE = re.compile(r"^-- ?$")
 _RULE = re.compile(r"^[-_=]{20,}\s*$")
