@@ -1034,8 +1034,9 @@ class RedisStore:
         name = verdict if verdict in _VERDICTS else "unique"
         self._submit(_Op(None, ("c", f"{int(when) // 86400}:{name}")))
 
-    def prune(self, before: int) -> int:
-        """Nothing to do: Redis expires records by TTL (the retention period); returns 0."""
+    def prune(self, before: int, *, removed: Callable[[Record], None] | None = None) -> int:
+        """Nothing to do: Redis expires records by TTL (the retention period); returns 0
+        (and calls ``removed`` for none)."""
         log.info("%s: records expire by Redis TTL (%d s); prune has nothing to do",
                  self.location, self.retention)
         return 0
@@ -1101,6 +1102,12 @@ class RedisStore:
                 for doc_id, data in zip(ids, values, strict=True):
                     if data is not None:
                         yield Record.decode(doc_id, data)
+
+    def stale(self, before: int) -> Iterator[Record]:
+        """Records last seen before ``before``, oldest first (``prune`` removes none of
+        them: Redis expires records by TTL)."""
+        yield from sorted((r for r in self.records() if r.last_seen < before),
+                          key=lambda r: (r.last_seen, r.doc_id))
 
     def stats(self) -> dict[str, object]:
         with self._errors("reading statistics"):
