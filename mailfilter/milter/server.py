@@ -22,7 +22,16 @@ from collections.abc import Callable, Iterable
 import Milter
 
 from mailfilter import __version__, metrics
-from mailfilter.config import ConfigError, Settings, check_milter_settings
+from mailfilter.config import (
+    ConfigError,
+    Settings,
+    check_flag,
+    check_milter_settings,
+    check_seconds,
+    check_store_flag,
+    check_user,
+    set_by_flag,
+)
 from mailfilter.logs import setup_logging
 from mailfilter.milter.session import (
     ACTION_FLAGS,
@@ -319,6 +328,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def settings_with_flags(args: argparse.Namespace) -> Settings:
+    """The file's settings with the command line's over them, each flag's value checked
+    and, when refused, reported against the flag (``--socket: milter.socket = ...``)."""
+    settings = load_daemon_settings(args)
+    if args.db is not None:
+        set_by_flag(settings, "store.path", "--db", args.db, check_store_flag)
+    if args.socket is not None:
+        set_by_flag(settings, "milter.socket", "--socket", args.socket)
+    check_milter_settings(settings)
+    return settings
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console script ``dupfilter-milter``."""
     # Only the main thread may take SIGTERM/SIGHUP/SIGINT (see serve()).  Block them now,
@@ -327,19 +348,17 @@ def main(argv: list[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)
     args = build_parser().parse_args(argv)
     try:
-        settings = load_daemon_settings(args)
-        if args.socket:
-            settings.milter.socket = args.socket
-        check_milter_settings(settings)
+        settings = settings_with_flags(args)
+        check_flag("--store-retry", check_seconds, args.store_retry)
+        if args.user is not None:
+            check_flag("--user", check_user, args.user)
         logger = setup_logging(settings.log, PROGRAM)
         if os.geteuid() == 0 and not args.user and not args.allow_root:
             raise DaemonError("refusing to run as root: pass --user NAME to switch to an "
                               "unprivileged user, or --allow-root")
+
         def reload() -> Settings:
-            fresh = load_daemon_settings(args)
-            if args.socket:
-                fresh.milter.socket = args.socket
-            return fresh
+            return settings_with_flags(args)
 
         status = serve(settings, logger, user=args.user, allow_root=args.allow_root,
                        tcp_fixes=args.tcp_fixes, store_retry=args.store_retry,
