@@ -57,7 +57,8 @@ def _filter_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-record", action="store_true",
                         help="check without remembering the message")
     parser.add_argument("--json", action="store_true",
-                        help="print the verdict as one JSON object (stdout; stderr with --tag)")
+                        help="print the verdict as one JSON object (stdout with --check; "
+                             "stderr when tagging)")
     parser.add_argument("--recipient", action="append", default=[], metavar="ADDR",
                         help="envelope recipient for per-recipient scope (repeatable)")
     return parser
