@@ -332,8 +332,11 @@ class Settings:
             raise ConfigError(f"{self._where(key)}: {key} = {refused}") from None
 
     def _where(self, key: str) -> str:
-        """FILE:LINE of a setting the file gave, else the file (or "settings")."""
+        """The command-line flag that set it (see :func:`set_by_flag`), else FILE:LINE of a
+        setting the file gave, else the file (or "settings")."""
         origin = getattr(self, "origins", {}).get(key, "")
+        if origin.startswith("--"):
+            return origin
         if self.source and origin.startswith(f"{self.source}:"):
             return origin
         return self.source or "settings"
@@ -733,6 +736,71 @@ def check_store_path(path: str) -> str:
     why = ("starts with ~, which is not expanded here" if path.startswith("~")
            else "is a relative path (relative to wherever each program runs)")
     _refuse(path, why, STORE_FORMS, example)
+
+
+# ------------------------------------------------------------------- command-line flags
+# A flag overrides the file: its value is checked as the file's would be, and refused
+# naming the flag ("--db: store.path = 'redis:/x' looks like a URL ..."), not the file.
+
+def set_by_flag(settings: Settings, key: str, flag: str, value: Any,
+                check: Any = None, **options: Any) -> Any:
+    """Set ``key`` ("section.name") from ``flag``: recorded in ``settings.origins`` as the
+    flag (so every later check names the flag, and the value counts as typed: see
+    :func:`_typed`), checked with ``check`` (a value check of this module) when given."""
+    origins = getattr(settings, "origins", None)
+    if origins is None:
+        origins = settings.origins = {}
+    origins[key] = flag
+    if check is not None:
+        value = settings._check(key, check, value, **options)
+    section, name = key.split(".")
+    setattr(getattr(settings, section), name, value)
+    return value
+
+
+def check_store_flag(location: str) -> str:
+    """``--db``: a store location (:func:`check_store_location`), not empty (an unset
+    variable in a unit file or a wrapper); a folder made absolute, as the daemon resolves
+    it where it was started."""
+    if not isinstance(location, str) or not location.strip():
+        _refuse(location, "names no store", STORE_FORMS, "/var/lib/dupfilter")
+    check_store_location(location)
+    if location.startswith(_STORE_SCHEMES):
+        return location
+    return os.path.abspath(location)
+
+
+def check_user(name: str) -> str:
+    """``--user``: an account that exists on this machine."""
+    import pwd
+    expected = "an existing user account to run as"
+    if not isinstance(name, str) or not name or not name.isprintable():
+        _refuse(name, "names no user", expected, "dupfilter")
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        _refuse(name, "is no user on this machine (see getent passwd)", expected,
+                "dupfilter")
+    return name
+
+
+def check_seconds(value: float, example: str = "10") -> float:
+    """A time in seconds, more than zero and finite (``--store-retry``)."""
+    import math
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        _refuse(value, "is not a time in seconds more than 0", "a number of seconds",
+                example)
+    return float(value)
+
+
+def check_flag(flag: str, check: Any, value: Any, **options: Any) -> Any:
+    """``check(value)`` for a flag that sets no setting: :class:`Refused` becomes a
+    :class:`ConfigError` "FLAG 'VALUE' why; expected ..."."""
+    try:
+        return check(value, **options)
+    except Refused as refused:
+        raise ConfigError(f"{flag} {refused}") from None
 
 
 # ------------------------------------------------------------------- front-end settings

@@ -36,10 +36,16 @@ KINDS: dict[str, str] = {
     "smtpd-log": "sandboxed_docs.py: same keys in the same order as dupfilter-smtpd's line",
     "dovecot-conf": "sandboxed_docs.py: installed where the doc says; doveconf shows it",
     "sieve": "sandboxed_docs.py: sievec + sieve-test as a mail user, two copies",
-    "maildrop": "sandboxed_docs.py: ~/.mailfilter of a user, `maildrop -d`, two copies",
+    "maildrop": "test_docs.py: the filter file of `maildrop`, dupfilter found and not "
+                "found; sandboxed_docs.py: ~/.mailfilter of a user, `maildrop -d`, two copies",
     "filter-stderr": "sandboxed_docs.py: the same line from a real full disk (tmpfs)",
     "crontab": "sandboxed_docs.py: fields checked, job run as a user with cron's PATH",
-    "procmail": "test_docs.py (procmail -m) and sandboxed_docs.py (procmail -d USER)",
+    "procmail": "test_docs.py (procmail -m, dupfilter found and not found) and "
+                "sandboxed_docs.py (procmail -d USER)",
+    "procmail-path": "test_docs.py: the first line of every recipe's rc there, with the "
+                     "test's virtual environment for /opt/dupfilter/bin",
+    "procmail-log": "test_docs.py: what procmail logs for the --tag recipe when dupfilter "
+                    "is not on its PATH",
     "toml": "test_docs.py: `dupfilter-db config --check`; named ones used by the scenarios",
     "header": "test_docs.py: same fields in the same order as the header the filter writes",
     "sendmail-mc": "test_docs.py: expanded with sendmail-cf's m4 into a sendmail.cf",

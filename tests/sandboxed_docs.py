@@ -149,6 +149,11 @@ def log_keys(line: str) -> list[str]:
     return re.findall(r'(?:^|\s)(\w+)=(?:"[^"]*"|\S*)', line)
 
 
+# root's PATH without /usr/local/bin and the Python's scripts: where a virtual environment
+# nobody activated leaves dupfilter's commands (issue 14 item 6).
+NO_DUPFILTER_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 class Daemon:
     """A documented daemon command line, run by bash as root; stderr kept in a file."""
 
@@ -324,6 +329,22 @@ def test_milter_with_the_documented_postfix_lines() -> None:
         finally:
             assert milter.stop() == 0, milter.text()
         postfix.clear()
+    # The milter's command, as printed, where dupfilter-milter is on no PATH (a virtual
+    # environment not activated): it fails at once, and Postfix with the documented main.cf
+    # (milter_default_action = tempfail) defers the client's mail and logs why.
+    missing = sh(commands[0], cwd=Path("/"), env=root_env(PATH=NO_DUPFILTER_PATH),
+                 check=False, timeout=30)
+    assert missing.returncode == 127, missing
+    assert "dupfilter-milter: command not found" in missing.stderr, missing
+    raw = make_message(paragraph_text(4343, count=150), message_id="<nomilter@example.org>",
+                       crlf=True)
+    with pytest.raises(smtplib.SMTPSenderRefused) as deferred:
+        postfix.send(raw, "ann@example.org", ["alice@maildir.test"])
+    assert deferred.value.smtp_code == 451, deferred.value
+    assert deferred.value.smtp_error.startswith(b"4.7.1"), deferred.value
+    postfix.wait_log(re.escape(f"connect to Milter service unix:{socket_path}: "
+                               "No such file or directory"))
+    assert postfix.deliveries() == [] and postfix.queue_size() == 0
     shown = sh(f"postconf -c {postfix.etc} -n", cwd=Path("/")).stdout
     postfix.stop()
     for line in main_cf.lines():
@@ -362,6 +383,40 @@ def test_content_filter_after_the_queue() -> None:
             assert log_keys(example.text) == log_keys(line), (example.where, line)
     finally:
         assert filter_daemon.stop() == 0, filter_daemon.text()
+
+
+def test_content_filter_not_found_defers_mail_until_it_runs() -> None:
+    """The filter's command, as printed, where dupfilter-smtpd is on no PATH: it fails at
+    once; Postfix with the documented master.cf accepts the message, keeps it queued
+    (deferred, "Connection refused" in its log) and delivers it, checked, once the filter
+    runs as printed (issue 14 item 6)."""
+    master_cf = block("postfix-master", "after-queue")
+    (command,) = blocks("smtpd-daemon")
+    missing = sh(command.text, cwd=Path("/"), env=root_env(PATH=NO_DUPFILTER_PATH),
+                 check=False, timeout=30)
+    assert missing.returncode == 127, missing
+    assert "dupfilter-smtpd: command not found" in missing.stderr, missing
+    postfix = PostfixHarness(WORK / "postfix-filter-missing",
+                             master_cf=master_cf.text.splitlines())
+    postfix.start()
+    filter_daemon = None
+    try:
+        wait_for_port("127.0.0.1", 25)
+        smtp_send(25, ["carol@sink.test"])(make_message(
+            paragraph_text(4444, count=150), message_id="<nofilter@example.org>", crlf=True))
+        postfix.wait_log(r"status=deferred \(connect to 127\.0\.0\.1\[127\.0\.0\.1\]:10025: "
+                         r"Connection refused\)", timeout=60)
+        assert postfix.deliveries() == [] and postfix.queue_size() == 1
+        filter_daemon = Daemon(command.text, "smtpd-found-again")
+        wait_for_port("127.0.0.1", 10025, 30)
+        postfix.flush()
+        (delivered,) = postfix.wait_for_delivery(1, timeout=60, settle=0.5)
+        assert delivered.header("X-Dupfilter") == ["unique"]
+        assert delivered.header("Message-ID") == ["<nofilter@example.org>"]
+    finally:
+        postfix.stop()
+        if filter_daemon is not None:
+            assert filter_daemon.stop() == 0, filter_daemon.text()
 
 
 def test_content_filter_before_the_queue() -> None:

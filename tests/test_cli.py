@@ -250,7 +250,10 @@ def test_explain_prune_verify_forget(tmp_path: Path) -> None:
 def test_prune_accepts_minutes_and_removes_old(tmp_path: Path) -> None:
     store = str(tmp_path / "s")
     tag(Path(store), make_message(paragraph_text(1)))
-    result = run(DUPFILTER_DB, "--db", store, "prune", "--older-than", "0m")
+    # 0m is no age (issue 14: it emptied the store); one that takes every record needs --yes
+    # (tests/test_forget_prune.py).
+    assert run(DUPFILTER_DB, "--db", store, "prune", "--older-than", "0m").returncode == 2
+    result = run(DUPFILTER_DB, "--db", store, "prune", "--older-than", "1s", "--yes")
     assert b"pruned 1 records" in result.stdout or b"pruned 0 records" in result.stdout
     assert run(DUPFILTER_DB, "--db", store, "prune", "--older-than", "90m").returncode == 0
 

@@ -300,7 +300,7 @@ def test_a_mistyped_redis_url_never_becomes_a_local_store(tmp_path: Path) -> Non
                                 capture_output=True, env=env, timeout=60)
         assert tagged.returncode == 0 and tagged.stdout == raw        # passed through
         stderr = tagged.stderr.decode()
-        assert f"store location {url!r} looks like a URL" in stderr, stderr
+        assert f"--db {url!r} looks like a URL" in stderr, stderr     # names the flag
         assert stderr.count("\n") == 1 and "message passed through unchecked" in stderr
         admin = subprocess.run(["dupfilter-db", "--db", url, "stats"], cwd=work,
                                capture_output=True, text=True, env=env, timeout=60)

@@ -197,17 +197,34 @@ def test_security_lists_every_listening_socket_with_its_default() -> None:
 
 # ------------------------------------------------------------------------------ procmail
 
-def deliver_with(recipe: str, tmp_path: Path, messages: list[bytes]) -> dict[str, int]:
+# Where dupfilter is for these runs: the virtual environment of the test run (on no PATH
+# procmail or maildrop has), or nowhere (a venv removed, an install not done yet).
+VENV_BIN = Path(DUPFILTER).parent
+NOWHERE = "/usr/bin:/bin"
+
+
+def procmail_path(bin_dir: Path | None) -> str:
+    """docs/procmail.md's PATH line, with ``bin_dir`` for /opt/dupfilter/bin (None: the
+    line left out, and PATH without dupfilter)."""
+    (line,) = blocks("procmail-path")
+    if bin_dir is None:
+        return f"PATH={NOWHERE}\n"
+    assert line.text.startswith("PATH=/opt/dupfilter/bin:$PATH"), line.where
+    return f"PATH={NOWHERE}\n" + line.text.replace("/opt/dupfilter/bin", str(bin_dir))
+
+
+def deliver_with(recipe: str, tmp_path: Path, messages: list[bytes],
+                 bin_dir: Path | None = VENV_BIN, expect: int = 0) -> dict[str, int]:
     mail = tmp_path / "mail"
     mail.mkdir(parents=True, exist_ok=True)
     rcfile = tmp_path / "rc"
-    rcfile.write_text(f"SHELL=/bin/sh\nPATH={Path(DUPFILTER).parent}:/usr/bin:/bin\n"
+    rcfile.write_text(f"SHELL=/bin/sh\n{procmail_path(bin_dir)}"
                       f"XDG_STATE_HOME={tmp_path}/state\nMAILDIR={mail}\n"
                       f"DEFAULT=$MAILDIR/inbox/\nLOGFILE={tmp_path}/log\n{recipe}")
     for raw in messages:
         result = subprocess.run(["procmail", "-m", str(rcfile)], input=raw,
                                 capture_output=True, timeout=60)
-        assert result.returncode == 0, (tmp_path / "log").read_text()
+        assert result.returncode == expect, (tmp_path / "log").read_text()
     return {folder.name: len(list((folder / "new").iterdir()))
             for folder in mail.iterdir() if (folder / "new").is_dir()}
 
@@ -221,6 +238,67 @@ def test_every_documented_procmail_recipe_files_the_copy_apart(tmp_path: Path) -
     for number, recipe in enumerate(recipes):
         counts = deliver_with(recipe.text, tmp_path / f"recipe{number}", messages)
         assert counts == {"inbox": 1, "duplicates": 1}, (recipe.where, counts)
+
+
+def test_every_procmail_recipe_defers_mail_while_dupfilter_cannot_run(tmp_path: Path) -> None:
+    """Issue 14 item 6: dupfilter not on procmail's PATH (a virtual environment nobody put
+    there): every recipe, as printed, makes procmail exit 75 — nothing delivered, emptied
+    or filed unchecked, and the reason in procmail's log.  On main before this change the
+    `* ? dupfilter --check` recipe delivered the message to the inbox, unchecked."""
+    assert shutil.which("dupfilter", path=NOWHERE) is None
+    raw = make_message(paragraph_text(78, count=120), message_id="<missing@example.org>")
+    (logged,) = blocks("procmail-log")
+    for number, recipe in enumerate(blocks("procmail")):
+        where = tmp_path / f"recipe{number}"
+        counts = deliver_with(recipe.text, where, [raw], bin_dir=None, expect=75)
+        assert counts == {}, (recipe.where, counts)
+        log = (where / "log").read_text()
+        if "--tag" in recipe.text:
+            assert logged.text in log, (recipe.where, log)
+        else:
+            assert "/bin/sh: 1: dupfilter: not found" in log, (recipe.where, log)
+    assert "`/bin/sh: 1: dupfilter:\nnot found`" in (REPO / "docs" / "procmail.md").read_text()
+
+
+def maildrop_with(recipe: str, tmp_path: Path, raw: bytes, bin_dir: Path | None
+                  ) -> subprocess.CompletedProcess[bytes]:
+    """The recipe as maildrop's filter file (as root, the way `maildrop FILE` reads one),
+    after the settings a real `maildrop -d USER` delivery would have (maildrop takes HOME
+    from the password file, so it is set in the file)."""
+    home = tmp_path / "home"
+    if not home.exists():
+        home.mkdir()
+        for command in (["maildirmake", "Maildir"],
+                        ["maildirmake", "-f", "Duplicates", "Maildir"]):
+            subprocess.run(command, cwd=home, check=True)
+    path = f"{bin_dir}:{NOWHERE}" if bin_dir else NOWHERE
+    rc = tmp_path / "mailfilter"
+    rc.write_text(f'HOME="{home}"\nSHELL="/bin/sh"\nPATH="{path}"\nDEFAULT="$HOME/Maildir/"\n'
+                  f'XDG_STATE_HOME="{tmp_path}/state"\n{recipe}')
+    rc.chmod(0o600)
+    env = {"HOME": str(home), "PATH": NOWHERE, "LANG": "C.UTF-8"}
+    return subprocess.run(["maildrop", str(rc)], input=raw, capture_output=True, env=env,
+                          timeout=60)
+
+
+def test_maildrop_recipe_found_and_not_found(tmp_path: Path) -> None:
+    (recipe,) = blocks("maildrop")
+    raw = make_message(paragraph_text(79, count=150), message_id="<maildrop@example.org>")
+    for _ in range(2):
+        done = maildrop_with(recipe.text, tmp_path, raw, VENV_BIN)
+        assert done.returncode == 0, done.stderr
+    maildir = tmp_path / "home" / "Maildir"
+    (first,) = (maildir / "new").iterdir()
+    (second,) = (maildir / ".Duplicates" / "new").iterdir()
+    assert first.read_bytes().startswith(b"X-Dupfilter: unique\n")
+    assert second.read_bytes().startswith(b"X-Dupfilter: duplicate;")
+    done = maildrop_with(recipe.text, tmp_path, raw, None)
+    assert done.returncode == 75, done
+    assert b"dupfilter: not found" in done.stderr
+    assert b"maildrop: Unable to filter message." in done.stderr
+    assert "`maildrop: Unable to filter message.`" in recipe.path.read_text()
+    assert len(list((maildir / "new").iterdir())) == 1                # nothing delivered
+    assert len(list((maildir / ".Duplicates" / "new").iterdir())) == 1
 
 
 # ------------------------------------------------------------------------------ sendmail

@@ -140,7 +140,11 @@ def test_admin_commands_on_redis(cluster_url: str, tmp_path: Path) -> None:
     assert verify.returncode == 0 and b"10 records checked: 0 problems" in verify.stdout
     pruned = run(DUPFILTER_DB, "--db", cluster_url, "prune")
     assert pruned.returncode == 0 and b"expire by Redis TTL" in pruned.stdout
+    for args in (["--dry-run"], ["--older-than", "1s"], ["--older-than", "1s", "--dry-run"]):
+        pruned = run(DUPFILTER_DB, "--db", cluster_url, "prune", *args)
+        assert pruned.returncode == 0 and b"expire by Redis TTL" in pruned.stdout, args
     forgot = run(DUPFILTER_DB, "--db", cluster_url, "forget", "--message-id", "<i3@example.org>")
-    assert forgot.returncode == 0 and forgot.stdout == b"forgot 1 record\n"
+    assert forgot.returncode == 0 and forgot.stdout.startswith(b"forgot 1 record:\n  #")
+    assert b" <i3@example.org>  first seen " in forgot.stdout
     stats = run(DUPFILTER_DB, "--db", cluster_url, "stats")
     assert b"records    9" in stats.stdout and b"(redis)" in stats.stdout

@@ -125,6 +125,31 @@ def test_8bit_and_smtputf8_arrive_intact(loop: Loop) -> None:
     assert got_utf8.sender == "jörg@example.org"
 
 
+def test_bare_lf_client_straight_to_the_filter_keeps_its_dots(loop: Loop) -> None:
+    """Issue 14 item 7 with Postfix as the next hop: Python's smtplib (bare LF, a dot
+    stuffed after each LF) and a CRLF client talk to dupfilter-smtpd directly; Postfix's
+    re-injection smtpd delivers every line as it was written (db08d02: "..hidden")."""
+    pf, daemon, _, _ = loop
+    body = b"x\n.hidden\n..two\n.\nend.\n"
+    lf = (b"From: ann@example.org\nTo: lf@sink.test\nSubject: dots\n"
+          b"Date: Mon, 30 Nov 2026 10:00:00 +0000\n"
+          b"Message-ID: <loop-bare-lf@example.org>\n\n" + body)
+    crlf = lf.replace(b"lf@sink", b"crlf@sink").replace(b"<loop-bare-lf@",
+                                                        b"<loop-crlf@").replace(b"\n", b"\r\n")
+    with smtplib.SMTP("127.0.0.1", daemon.port, local_hostname="client.test",
+                      timeout=60) as client:
+        client.sendmail("ann@example.org", ["lf@sink.test"], lf)
+        client.sendmail("ann@example.org", ["crlf@sink.test"], crlf)
+    [got_lf] = pf.wait_for_delivery(1, recipient="lf@sink.test")
+    [got_crlf] = pf.wait_for_delivery(1, recipient="crlf@sink.test")
+    # smtplib ends the bare-LF message with one more CRLF: an empty last line.
+    assert got_lf.data.endswith(lf.replace(b"\n", b"\r\n") + b"\r\n")
+    assert got_crlf.data.endswith(crlf)
+    for got in (got_lf, got_crlf):
+        assert got.header("X-Dupfilter") == ["unique"]
+        assert b"\r\n.hidden\r\n..two\r\n.\r\nend.\r\n" in got.data
+
+
 def test_next_hop_refusal_bounces_only_that_recipient(
         loop: Loop) -> None:
     pf, _, _, _ = loop

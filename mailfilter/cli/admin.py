@@ -21,15 +21,16 @@ from mailfilter.cli.batch import check_all
 from mailfilter.cli.examine import cmd_compare, cmd_explain, cmd_fingerprint
 from mailfilter.config import (
     ConfigError,
+    Refused,
     Settings,
+    check_duration,
     check_milter_settings,
     check_smtpd_settings,
-    parse_duration,
 )
 from mailfilter.detector import Verdict
 from mailfilter.engine import Engine
 from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE, VERDICTS
-from mailfilter.store import DECISIONS, StoreError
+from mailfilter.store import DECISIONS, Record, StoreError, message_id_key
 
 
 def _fail(program: str, message: str, code: int = 2) -> int:
@@ -122,9 +123,35 @@ def _no_lmdb_store_yet(location: str) -> bool:
     return False
 
 
+def _when(seconds: int | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "-"
+
+
+def _record_line(record: Record, verdict: str = "") -> str:
+    """One record as forget and prune list it: its number, Message-ID, first and last
+    seen, how many copies arrived, and (forget by message) what the message is to it."""
+    times = "time" if record.seen == 1 else "times"
+    line = (f"  #{record.doc_id} {record.message_id or '(no Message-ID)'}  first seen "
+            f"{_when(record.first_seen)}, last seen {_when(record.last_seen)}, seen "
+            f"{record.seen} {times}")
+    return f"{line}; {verdict}" if verdict else line
+
+
+def _older_than(args: argparse.Namespace, settings: Settings) -> float:
+    """``--older-than`` (a duration with its unit, more than zero), else ``[store]
+    retention``."""
+    if args.older_than is None:
+        return settings.store.retention_seconds()
+    try:
+        return check_duration(args.older_than)
+    except Refused as refused:
+        raise ConfigError(f"--older-than {refused}") from None
+
+
 def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
-    age = parse_duration(args.older_than or settings.store.retention)
+    age = _older_than(args, settings)
     before = int(time.time() - age)
+    since = _when(before)
     try:
         engine = Engine(settings, create=False)
     except StoreError:
@@ -137,15 +164,44 @@ def cmd_prune(args: argparse.Namespace, settings: Settings) -> int:
               "or `dupfilter-db import` creates it)")
         return 0
     with engine:
-        removed = engine.store.prune(before)
-        stats = engine.store.stats()
-        left = stats["records"]
-    if stats.get("prune") == "by Redis TTL":
-        print(f"nothing to prune: records in {stats['location']} expire by Redis TTL "
-              f"({settings.store.retention}); {left} records")
-        return 0
-    print(f"pruned {removed} records last seen before "
-          f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(before))}; {left} remain")
+        store = engine.store
+        stats = store.stats()
+        total = stats["records"]
+        if stats.get("prune") == "by Redis TTL":
+            print(f"nothing to prune: records in {stats['location']} expire by Redis TTL "
+                  f"({settings.store.retention}); {total} records")
+            return 0
+        newest = stats.get("newest")
+        # An age typed on the command line that takes every record is more likely a slip
+        # (0s, 1s, 30 meant as days) than a wish; [store] retention is the policy itself
+        # (the daily timer applies it to a store that got no mail for that long).
+        if total and newest is not None and newest < before and args.older_than \
+                and not (args.yes or args.dry_run):
+            return _fail("dupfilter-db", f"prune --older-than {args.older_than} would remove "
+                         f"every record ({total}, the newest last seen {_when(newest)}); add "
+                         "--yes to empty the store, or --dry-run to list them")
+        if args.dry_run:
+            count = 0
+            for record in store.stale(before):
+                if not count:
+                    print(f"records last seen before {since}, which prune would remove "
+                          "(--dry-run: nothing removed):")
+                count += 1
+                print(_record_line(record))
+            print(f"would prune {count} records last seen before {since}; {total} in the "
+                  "store")
+            return 0
+        listed = []
+
+        def removed(record: Record) -> None:
+            if not listed:
+                print(f"pruning records last seen before {since}:")
+            listed.append(record.doc_id)
+            print(_record_line(record))
+
+        count = store.prune(before, removed=removed)
+        left = store.stats()["records"]
+    print(f"pruned {count} records last seen before {since}; {left} remain")
     return 0
 
 
@@ -334,16 +390,81 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if problems else 0
 
 
+def _same_message(verdict: Verdict) -> list[tuple[Record, str]]:
+    """The records of this very message: the same Message-ID, or the same text (its digest,
+    judged a duplicate), with what the message is to each."""
+    key = message_id_key(verdict.message_id)
+    found = []
+    for item in verdict.evidence:
+        record = item.record
+        if key is not None and record.message_id_key == key:
+            found.append((record, "the same Message-ID"))
+        elif record.digest == verdict.fingerprint.digest and item.verdict == DUPLICATE:
+            found.append((record, f"the same text ({item.reason})"))
+    return found
+
+
+def _near_matches(verdict: Verdict) -> list[tuple[Record, str]]:
+    """The records this message is a near-duplicate of (``--near``)."""
+    return [(item.record, f"{item.verdict} {item.score or 0:.2f} ({item.reason})")
+            for item in verdict.evidence if item.verdict == NEAR_DUPLICATE]
+
+
 def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
+    if args.message_id is not None:
+        if args.near:
+            return _fail("dupfilter-db", "forget --near finds near matches of a message on "
+                         "stdin; with --message-id ID it forgets that Message-ID's record")
+        if message_id_key(args.message_id) is None:
+            return _fail("dupfilter-db", f"forget --message-id {args.message_id!r} names no "
+                         "Message-ID; expected one, with or without angle brackets, e.g. "
+                         "--message-id '<20240101.1234@example.org>'")
+    elif sys.stdin.isatty():
+        return _fail("dupfilter-db", "forget needs --message-id ID or the message on stdin, "
+                     "e.g. dupfilter-db forget < message.eml")
     with Engine(settings, create=False) as engine:
-        if args.message_id:
-            ids = engine.store.find_message_id(args.message_id)
+        store = engine.store
+        if args.message_id is not None:
+            found = [(record, "") for record in map(store.get,
+                                                     store.find_message_id(args.message_id))
+                     if record is not None]
+            what = f"with Message-ID {args.message_id}"
+            hint = ("; a record keeps the Message-ID of the first copy only: give a copy of "
+                    "the message on stdin (dupfilter-db forget < message.eml)")
+            kept = ""
         else:
             verdict = engine.check(sys.stdin.buffer.read(), record=False)
-            ids = [e.record.doc_id for e in verdict.evidence if e.verdict != UNIQUE]
-        removed = engine.store.forget(ids)
-    print(f"forgot {removed} record{'s' if removed != 1 else ''}")
-    return 0 if removed else 1
+            found = _same_message(verdict)
+            exact = {record.doc_id for record, _ in found}
+            near = [(r, why) for r, why in _near_matches(verdict) if r.doc_id not in exact]
+            if args.near:
+                found += near
+            what = "of this message" + (" or like it" if args.near else "")
+            them = "it" if len(near) == 1 else "them"
+            plural = "" if len(near) == 1 else "s"
+            hint = (f"; it is a near-duplicate of {len(near)} record{plural}: --near forgets "
+                    f"{them} (--dry-run lists {them})") if near and not args.near else ""
+            kept = (f"kept: {len(near)} record{plural} this message is a near-duplicate of "
+                    f"(--near forgets {them} too)") if near and not args.near else ""
+        if not found:
+            print(f"no record {what}{hint}")
+            return 1
+        records = "record" if len(found) == 1 else "records"
+        if args.dry_run:
+            print(f"would forget {len(found)} {records} (--dry-run: nothing removed):")
+            for record, why in found:
+                print(_record_line(record, why))
+            if kept:
+                print(kept)
+            return 0
+        store.forget([record.doc_id for record, _ in found])
+        gone = [(record, why) for record, why in found if store.get(record.doc_id) is None]
+    print(f"forgot {len(gone)} {'record' if len(gone) == 1 else 'records'}:")
+    for record, why in gone:
+        print(_record_line(record, why))
+    if kept:
+        print(kept)
+    return 0 if gone else 1
 
 
 def _flatten(prefix: str, values: dict[str, object]) -> list[tuple[str, object]]:
@@ -475,6 +596,10 @@ def _db_parser() -> argparse.ArgumentParser:
     sub = commands.add_parser("prune", help="remove records not seen for a while")
     sub.add_argument("--older-than", metavar="AGE", help="e.g. 30d, 12h, 90m (default: "
                      "[store] retention)")
+    sub.add_argument("--dry-run", action="store_true",
+                     help="list the records that would go, remove nothing")
+    sub.add_argument("--yes", action="store_true",
+                     help="remove them even when that is every record in the store")
     sub.set_defaults(run=cmd_prune)
 
     sub = commands.add_parser("stats", help="records, size, age range, verdicts and the "
@@ -500,8 +625,14 @@ def _db_parser() -> argparse.ArgumentParser:
     sub = commands.add_parser("verify", help="check every index against the records")
     sub.set_defaults(run=cmd_verify)
 
-    sub = commands.add_parser("forget", help="remove a record (by Message-ID or stdin)")
-    sub.add_argument("--message-id", metavar="ID")
+    sub = commands.add_parser("forget", help="remove a message's record (by Message-ID or "
+                              "the message on stdin)")
+    sub.add_argument("--message-id", metavar="ID",
+                     help="the record with this Message-ID (angle brackets optional)")
+    sub.add_argument("--near", action="store_true",
+                     help="also the records the message on stdin is a near-duplicate of")
+    sub.add_argument("--dry-run", action="store_true",
+                     help="list the records that would go, remove nothing")
     sub.set_defaults(run=cmd_forget)
 
     sub = commands.add_parser("config", help="validate the settings and the system around "

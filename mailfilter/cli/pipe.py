@@ -1,9 +1,11 @@
 """``dupfilter``: the pipe filter (procmail, maildrop, Sieve's extprograms).
 
-One message on stdin.  ``--tag`` writes it to stdout with one ``X-Dupfilter:`` header (the
-disposition's, :func:`~mailfilter.decision.plan` with the pipe's one action: tag);
-``--check`` answers by exit status.  It never loses the message: on any failure it passes
-the message through unchecked (exit 0), and exits 75 only when even that is impossible.
+One message on stdin.  ``--tag`` (the default mode) writes it to stdout with one
+``X-Dupfilter:`` header (the disposition's, :func:`~mailfilter.decision.plan` with the pipe's
+one action: tag); ``--check`` answers by exit status and writes nothing (but ``--json``).
+It never loses the message: whatever the command line, in the tag mode the message comes
+out whole — checked and tagged, or on any failure (a bad flag, no store, a bug) passed
+through unchecked (exit 0) — and it exits 75 only when even that is impossible.
 Its imports are kept to what one message needs: it starts once per delivery.
 """
 
@@ -12,12 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from collections.abc import Sequence
 
 from mailfilter import __version__
 from mailfilter.cli import settings_from
-from mailfilter.config import ConfigError
+from mailfilter.config import ConfigError, Refused, check_store_location
 from mailfilter.decision import PIPE, plan
 from mailfilter.detector import Verdict
 from mailfilter.engine import Engine
@@ -31,13 +34,14 @@ def _filter_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dupfilter",
         description="Check one message (stdin) against the store of seen mail. "
-                    "With --tag, write it to stdout with an X-Dupfilter: header "
-                    "(any incoming one removed); with --check, answer by exit status.",
+                    "With --tag (the default), write it to stdout with an X-Dupfilter: "
+                    "header (any incoming one removed); with --check, answer by exit "
+                    "status and write nothing.",
         epilog="procmail:  :0 fw  | dupfilter --tag     then  :0  * ^X-Dupfilter: (near-)?"
-               "duplicate  duplicates/      or  :0 HB  * ? dupfilter --check  duplicates/. "
-               "A filter that fails passes the message through unchecked, without any "
-               "X-Dupfilter: header (exit 0); "
-               "exit 75 only if even that is impossible.")
+               "duplicate  duplicates/   (docs/procmail.md also has the --check recipe). "
+               "A filter that fails, or is given a bad flag, passes the message through "
+               "unchecked, without any X-Dupfilter: header (exit 0); exit 75 only if even "
+               "that is impossible.")
     parser.add_argument("--version", action="version", version=f"dupfilter {__version__}")
     parser.add_argument("--db", metavar="DIR|URL",
                         help="store: an LMDB folder or a redis:// URL "
@@ -45,13 +49,16 @@ def _filter_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="FILE", help="TOML settings file")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--tag", action="store_true",
-                      help="write the message to stdout with one X-Dupfilter: header")
+                      help="write the message to stdout with one X-Dupfilter: header "
+                           "(the default)")
     mode.add_argument("--check", action="store_true",
-                      help="exit 0 for duplicate or near-duplicate, 1 for unique or error")
+                      help="exit 0 for duplicate or near-duplicate, 1 for unique or error; "
+                           "writes nothing (for a condition, never for a filter)")
     parser.add_argument("--no-record", action="store_true",
                         help="check without remembering the message")
     parser.add_argument("--json", action="store_true",
-                        help="print the verdict as one JSON object (stdout; stderr with --tag)")
+                        help="print the verdict as one JSON object (stdout with --check; "
+                             "stderr when tagging)")
     parser.add_argument("--recipient", action="append", default=[], metavar="ADDR",
                         help="envelope recipient for per-recipient scope (repeatable)")
     return parser
@@ -76,18 +83,84 @@ def _say(text: str, stream: object = None) -> None:
                 pass
 
 
+def _named(words: Sequence[str], flag: str) -> bool:
+    """``flag`` among ``words`` as argparse reads it: whole, with ``=VALUE``, or shortened
+    (argparse's abbreviations), before any ``--``."""
+    for word in words:
+        if word == "--":
+            return False
+        name = word.split("=", 1)[0]
+        if len(name) > 2 and name.startswith("--") and flag.startswith(name):
+            return True
+    return False
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())   # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _goes_nowhere(stream: object) -> bool:
+    """True when ``stream`` is /dev/null: nobody reads what is written there (procmail
+    gives a ``* ?`` condition's program /dev/null as its stdout)."""
+    try:
+        mode = os.fstat(stream.fileno())  # type: ignore[attr-defined]
+        null = os.stat(os.devnull)
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISCHR(mode.st_mode) and mode.st_rdev == null.st_rdev
+
+
+def _check_values(args: argparse.Namespace) -> None:
+    """Values that cannot be what the user meant: a :class:`ConfigError` naming the flag,
+    the value, the expected form and an example (the message is then passed through)."""
+    if args.db is not None:
+        if not args.db:
+            raise ConfigError("--db '' names no store; expected an LMDB folder or a "
+                              "redis:// URL, e.g. --db /home/ann/.local/state/dupfilter")
+        try:
+            check_store_location(args.db)
+        except Refused as refused:
+            raise ConfigError(f"--db {refused}") from None
+    for address in args.recipient:
+        if not address.strip("<> \t") or not address.isprintable():
+            raise ConfigError(f"--recipient {address!r} is no address; expected one "
+                              "envelope recipient, e.g. --recipient ann@example.org")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``dupfilter``: never loses the message — on any failure it passes it through."""
+    """``dupfilter``: never loses the message — on any failure it passes it through.
+
+    The mode is ``--tag`` unless ``--check`` is given.  A bad command line is said on
+    stderr (procmail's log) and then treated as a failure of that mode: ``--check`` exits
+    1 (not a duplicate), the tag mode passes the message through unchecked (exit 0).
+    """
     parser = _filter_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as usage:
-        words = sys.argv[1:] if argv is None else list(argv)
-        if usage.code in (0, None) or "--tag" not in words:
-            raise
+        if usage.code in (0, None) or _is_terminal(sys.stdin):
+            raise           # --help, --version; or a person at a terminal: no message
         # A bad flag (a typo in .procmailrc, an option an upgrade removed): argparse has
-        # said why; the message still goes through.
-        args = argparse.Namespace(tag=True, check=False, json=False, usage_error=True)
+        # said why; the message still goes through, or the check says "not a duplicate".
+        check = _named(words, "--check") and not _named(words, "--tag")
+        args = argparse.Namespace(tag=not check, check=check, json=False,
+                                  usage_error=True, recipient=[], no_record=True,
+                                  implicit=not _named(words, "--tag"))
+    else:
+        args.implicit = not (args.tag or args.check)
+        args.tag = not args.check
+    if args.tag and (args.implicit or getattr(args, "usage_error", False)) \
+            and _goes_nowhere(sys.stdout):
+        # Not told to tag, and stdout is /dev/null: a procmail condition (`* ? dupfilter`)
+        # that forgot --check.  Tagging would answer "duplicate" (exit 0) for every message.
+        _drain_stdin()
+        _say("dupfilter: stdout is /dev/null and --check is not given (in a condition, "
+             "write `* ? dupfilter --check`); message not checked (exit 1: not a duplicate)")
+        return 1
     try:
         raw = sys.stdin.buffer.read()
     except OSError as error:
@@ -96,8 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     verdict: Verdict | None = None
     try:
         if getattr(args, "usage_error", False):
-            _say("dupfilter: bad command line; message passed through unchecked")
+            _say("dupfilter: bad command line; " + (
+                "message not checked (exit 1: not a duplicate)" if args.check
+                else "message passed through unchecked"))
         else:
+            _check_values(args)
             settings = settings_from(args)
             with Engine(settings) as engine:
                 verdict = engine.check(raw, args.recipient, record=not args.no_record)
@@ -105,12 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _say(f"dupfilter: note: {verdict.message_id or 'message without Message-ID'}: "
                      f"{'; '.join(verdict.defects[:4])}")
     except (ConfigError, StoreError) as error:
-        _say(f"dupfilter: {error}; message passed through unchecked")
+        _say(f"dupfilter: {error}; {_unchecked(args)}")
     except MemoryError:
-        _say("dupfilter: out of memory; message passed through unchecked")
+        _say(f"dupfilter: out of memory; {_unchecked(args)}")
     except Exception as error:  # noqa: BLE001 - never lose mail over a bug
         _say(f"dupfilter: internal error ({type(error).__name__}: {error}); "
-             "message passed through unchecked")
+             f"{_unchecked(args)}")
     except BaseException as error:  # KeyboardInterrupt, SystemExit: the message first
         if not args.tag:
             raise
@@ -144,6 +220,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"dupfilter: cannot write the message: {error}")
             return EX_TEMPFAIL
         return 0
-    if args.check:
-        return 0 if verdict is not None and verdict.is_duplicate else 1
-    return 0 if verdict is not None else 1
+    return 0 if verdict is not None and verdict.is_duplicate else 1
+
+
+def _unchecked(args: argparse.Namespace) -> str:
+    """What happens to a message that could not be checked, for the stderr line."""
+    return "message passed through unchecked" if args.tag else \
+        "message not checked (exit 1: not a duplicate)"
+
+
+def _drain_stdin() -> None:
+    """Read the message and drop it (the writer, procmail, must not fail on a closed
+    pipe); never raises."""
+    try:
+        while sys.stdin.buffer.read(1 << 16):
+            pass
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -22,7 +22,16 @@ from collections.abc import Callable, Iterable
 import Milter
 
 from mailfilter import __version__, logs, metrics
-from mailfilter.config import ConfigError, Settings, check_milter_settings
+from mailfilter.config import (
+    ConfigError,
+    Settings,
+    check_flag,
+    check_milter_settings,
+    check_seconds,
+    check_store_flag,
+    check_user,
+    set_by_flag,
+)
 from mailfilter.logs import setup_logging
 from mailfilter.milter.session import (
     ACTION_FLAGS,
@@ -102,24 +111,47 @@ def set_listener_nodelay(spec: str, logger: logging.Logger,
     return changed
 
 
+def _event(command: str, method: str) -> Callable[..., int]:
+    """libmilter's callback for one event: the connection's :class:`DupfilterMilter`
+    method, as pymilter's runmilter() calls it.
+
+    The object is made at option negotiation (or at CONNECT, for an MTA that does not
+    negotiate).  An MTA that sends ``command`` before either has none: libmilter still
+    calls this, and pymilter's own lambdas then raise AttributeError (a traceback in the
+    log, ``451 4.3.0 pymilter: untrapped exception`` to the MTA).  Here that is a clean
+    TEMPFAIL and one warning line (see :meth:`DupfilterMilter.out_of_order`).
+    """
+    def callback(ctx: object, *args: object) -> int:
+        session = ctx.getpriv()  # type: ignore[attr-defined]
+        if session is None:
+            return DupfilterMilter.out_of_order(f"{command} before option negotiation")
+        return getattr(session, method)(*args)
+    return callback
+
+
+def _abort(ctx: object) -> int:
+    session = ctx.getpriv()  # type: ignore[attr-defined]
+    return Milter.CONTINUE if session is None else session.abort()
+
+
 def _register(name: str, timeout: int) -> None:
     """pymilter's runmilter() up to milter.opensocket(), split so we can act in between."""
     milter = Milter.milter
     milter.set_flags(ACTION_FLAGS)
     milter.set_connect_callback(Milter.connect_callback)
-    milter.set_helo_callback(lambda ctx, host: ctx.getpriv().hello(host))
-    milter.set_envfrom_callback(lambda ctx, *b: ctx.getpriv().envfrom_bytes(*b))
-    milter.set_envrcpt_callback(lambda ctx, *b: ctx.getpriv().envrcpt_bytes(*b))
-    milter.set_header_callback(lambda ctx, f, v: ctx.getpriv().header_bytes(f, v))
-    milter.set_eoh_callback(lambda ctx: ctx.getpriv().eoh())
-    milter.set_body_callback(lambda ctx, chunk: ctx.getpriv().body(chunk))
-    milter.set_eom_callback(lambda ctx: ctx.getpriv().eom())
-    milter.set_abort_callback(lambda ctx: ctx.getpriv().abort())
+    milter.set_helo_callback(_event("HELO", "hello"))
+    milter.set_envfrom_callback(_event("MAIL", "envfrom_bytes"))
+    milter.set_envrcpt_callback(_event("RCPT", "envrcpt_bytes"))
+    milter.set_header_callback(_event("a header", "header_bytes"))
+    milter.set_eoh_callback(_event("end of headers", "eoh"))
+    milter.set_body_callback(_event("body", "body"))
+    milter.set_eom_callback(_event("end of message", "eom"))
+    milter.set_abort_callback(_abort)
     milter.set_close_callback(Milter.close_callback)
     if timeout > 0:
         milter.settimeout(timeout)
-    milter.register(name, data=lambda ctx: ctx.getpriv().data(),
-                    unknown=lambda ctx, cmd: ctx.getpriv().unknown(cmd),
+    milter.register(name, data=_event("DATA", "data"),
+                    unknown=_event("an unknown command", "unknown"),
                     negotiate=Milter.negotiate_callback)
 
 
@@ -312,6 +344,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def settings_with_flags(args: argparse.Namespace) -> Settings:
+    """The file's settings with the command line's over them, each flag's value checked
+    and, when refused, reported against the flag (``--socket: milter.socket = ...``)."""
+    settings = load_daemon_settings(args)
+    if args.db is not None:
+        set_by_flag(settings, "store.path", "--db", args.db, check_store_flag)
+    if args.socket is not None:
+        set_by_flag(settings, "milter.socket", "--socket", args.socket)
+    check_milter_settings(settings)
+    return settings
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console script ``dupfilter-milter``."""
     # Only the main thread may take SIGTERM/SIGHUP/SIGINT (see serve()).  Block them now,
@@ -320,19 +364,17 @@ def main(argv: list[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)
     args = build_parser().parse_args(argv)
     try:
-        settings = load_daemon_settings(args)
-        if args.socket:
-            settings.milter.socket = args.socket
-        check_milter_settings(settings)
+        settings = settings_with_flags(args)
+        check_flag("--store-retry", check_seconds, args.store_retry)
+        if args.user is not None:
+            check_flag("--user", check_user, args.user)
         logger = setup_logging(settings.log, PROGRAM)
         if os.geteuid() == 0 and not args.user and not args.allow_root:
             raise DaemonError("refusing to run as root: pass --user NAME to switch to an "
                               "unprivileged user, or --allow-root")
+
         def reload() -> Settings:
-            fresh = load_daemon_settings(args)
-            if args.socket:
-                fresh.milter.socket = args.socket
-            return fresh
+            return settings_with_flags(args)
 
         status = serve(settings, logger, user=args.user, allow_root=args.allow_root,
                        tcp_fixes=args.tcp_fixes, store_retry=args.store_retry,

@@ -66,6 +66,8 @@ class Runtime:
         self.stopping = False       # set on SIGTERM: finish what is in flight, take no more
         # Store failures repeat for every message while they last: said once a minute.
         self.store_warnings = ThrottledWarning(logger)
+        # So do a broken MTA's protocol errors (see DupfilterMilter.out_of_order).
+        self.protocol_warnings = ThrottledWarning(logger)
 
     # -- the store ------------------------------------------------------------------
 
@@ -157,6 +159,18 @@ class DupfilterMilter(Milter.Base):
             self._active = False
             self.runtime.end()
 
+    @classmethod
+    def out_of_order(cls, what: str) -> int:
+        """A command the MTA sent out of order (before option negotiation; the end of a
+        message that had no MAIL): TEMPFAIL, a clean reply (the MTA keeps the message and
+        its client retries), and one warning line, at most once a minute for each kind."""
+        runtime = getattr(cls, "runtime", None)
+        if runtime is not None:
+            runtime.protocol_warnings.warn(
+                what, "milter protocol error: %s (the MTA does not follow the milter "
+                "protocol); answered tempfail", what)
+        return Milter.TEMPFAIL
+
     def negotiate(self, opts: list[int]) -> int:
         """pymilter's negotiation (skip/no-reply per callback), asking only our actions."""
         result = super().negotiate(opts)
@@ -241,6 +255,9 @@ class DupfilterMilter(Milter.Base):
     # -- deciding -------------------------------------------------------------------
 
     def eom(self) -> int:
+        if not self._active:        # no MAIL since the last message ended
+            self._reset()
+            return self.out_of_order("end of message before MAIL")
         rt = self.runtime
         self.started = time.monotonic()
         outcome = Outcome(MILTER_LINE, queue=self._queue_id())

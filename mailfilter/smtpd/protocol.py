@@ -36,8 +36,9 @@ XFORWARD_ATTRIBUTES = ("NAME", "ADDR", "PORT", "PROTO", "HELO", "IDENT", "SOURCE
 _ATOM = r"[^\x00-\x20\x7f<>()\[\]\\,;:@\".]+"
 _PLAIN_PATH = re.compile(rf"<({_ATOM}(?:\.{_ATOM})*@{_ATOM}(?:\.{_ATOM})*)>(?:[ \t]+(.*))?",
                          re.DOTALL)
-# A dot that starts a line of DATA (CRLF-delimited lines only, as aiosmtpd reads them).
-_STUFFED_DOT = re.compile(rb"(?:^|(?<=\r\n))\.")
+# The dot a client added to a line of DATA that starts with one (RFC 5321, 4.5.2): after
+# CRLF, as aiosmtpd removes it; after a bare LF only before a second dot (see smtp_DATA).
+_STUFFED_DOT = re.compile(rb"(?:^|(?<=\r\n))\.|(?<=\n)(?<!\r\n)\.(?=\.)")
 # aiosmtpd's own replies that deserve an enhanced status code.
 _REWRITES = {
     "552 Error: Too much mail data":
@@ -158,7 +159,15 @@ class FilterSMTP(SMTP):
         """aiosmtpd's DATA, reading the message in a few large pieces, not line by line.
 
         Same replies and limits: 552 once all of an oversized message was read, one dot
-        removed from lines that start with one (CRLF lines), the handler's DATA hook.
+        removed from lines that start with one, the handler's DATA hook.  The message ends
+        only at CRLF "." CRLF (a bare-LF "." line cannot end it: no SMTP smuggling).
+
+        Lines that end in a bare LF (not RFC 5321, but Python's smtplib sends them, and
+        dot-stuffs after each LF) are lines: the handler passes them on with CRLF.  After a
+        bare LF one leading dot is removed only when the line starts with two: a client
+        that stuffs such lines doubled every leading dot, so "..x" was ".x" and ".."
+        was "."; a single dot there was not stuffed and stays.  aiosmtpd reads only CRLF
+        lines and would pass "..x" on, for the next hop to deliver as "..x" (issue 14).
         """
         if await self.check_helo_needed() or await self.check_auth_needed("DATA"):
             return
@@ -201,7 +210,7 @@ class FilterSMTP(SMTP):
             await self.push("552 Error: Too much mail data")
             return
         data = b"".join(parts)
-        if data.startswith(b".") or b"\r\n." in data:
+        if data.startswith(b".") or b"\n." in data:
             data = _STUFFED_DOT.sub(b"", data)
         self.envelope.content = self.envelope.original_content = data
         status = await self._call_handler_hook("DATA")

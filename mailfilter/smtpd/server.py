@@ -34,7 +34,17 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mailfilter import __version__, logs, metrics
-from mailfilter.config import ConfigError, Settings, check_smtpd_settings, parse_hostport
+from mailfilter.config import (
+    ConfigError,
+    Settings,
+    check_flag,
+    check_seconds,
+    check_smtpd_settings,
+    check_store_flag,
+    check_user,
+    parse_hostport,
+    set_by_flag,
+)
 from mailfilter.logs import setup_logging
 from mailfilter.service import (
     DaemonError,
@@ -226,15 +236,23 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
     return 0
 
 
+def _with_flags(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The command line's values over the file's, each reported against its flag when
+    refused (``--listen: smtpd.listen = ...``)."""
+    if args.db is not None:
+        set_by_flag(settings, "store.path", "--db", args.db, check_store_flag)
+    if args.listen is not None:
+        set_by_flag(settings, "smtpd.listen", "--listen", args.listen)
+    if args.next_hop is not None:
+        set_by_flag(settings, "smtpd.next_hop", "--next-hop", args.next_hop)
+    return settings
+
+
 def _settings_loader(args: argparse.Namespace, running: Settings,
                      logger: logging.Logger) -> Callable[[], Settings]:
     """The settings as at start-up (file, then flags), for SIGHUP; the mode stays."""
     def load() -> Settings:
-        fresh = load_daemon_settings(args)
-        if args.listen:
-            fresh.smtpd.listen = args.listen
-        if args.next_hop:
-            fresh.smtpd.next_hop = args.next_hop
+        fresh = _with_flags(load_daemon_settings(args), args)
         if fresh.smtpd.mode != running.smtpd.mode:
             logger.warning("SIGHUP: smtpd.mode changed; it takes effect after a restart")
         fresh.smtpd.mode = running.smtpd.mode
@@ -247,14 +265,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``dupfilter-smtpd``."""
     args = build_parser().parse_args(argv)
     try:
-        settings = load_daemon_settings(args)
-        if args.listen:
-            settings.smtpd.listen = args.listen
-        if args.next_hop:
-            settings.smtpd.next_hop = args.next_hop
+        settings = _with_flags(load_daemon_settings(args), args)
         check_smtpd_settings(settings)
-        if args.connections < 1:
-            raise ConfigError("--connections must be at least 1")
+        if not 1 <= args.connections <= 1000:
+            raise ConfigError(f"--connections {args.connections} is not from 1 to 1000; "
+                              "expected the number of kept-open next-hop connections, at or "
+                              "below the re-injection smtpd's maxproc, e.g. 10")
+        check_flag("--store-retry", check_seconds, args.store_retry)
+        if args.user is not None:
+            check_flag("--user", check_user, args.user)
     except ConfigError as error:
         return exit_on_config_error(PROGRAM, error)
     logger = setup_logging(settings.log)

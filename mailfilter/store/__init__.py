@@ -398,9 +398,15 @@ class Store(Protocol):
         """The record with id ``doc_id``, or None."""
         ...
 
-    def prune(self, before: int) -> int:
-        """Remove records last seen before ``before`` (epoch seconds); how many.  Redis
-        expires records by TTL instead and returns 0."""
+    def prune(self, before: int, *, removed: Callable[[Record], None] | None = None) -> int:
+        """Remove the records last seen before ``before`` (epoch seconds); how many.
+        ``removed``, when given, is called with each record removed, once it is gone.
+        Redis expires records by TTL instead and returns 0."""
+        ...
+
+    def stale(self, before: int) -> Iterator[Record]:
+        """The records ``prune(before)`` would remove (last seen before ``before``), oldest
+        first: what ``dupfilter-db prune`` lists (``--dry-run``) and reports."""
         ...
 
     def forget(self, doc_ids: Sequence[int]) -> int:

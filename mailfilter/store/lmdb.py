@@ -676,44 +676,68 @@ class LmdbStore:
             txn.put(key, _u64((_U64.unpack(current)[0] if current else 0) + 1), db=self.counts)
         self._write(bump)
 
-    def _delete(self, txn: lmdb.Transaction, doc_id: int) -> bool:
+    def _delete(self, txn: lmdb.Transaction, doc_id: int) -> Record | None:
+        """Remove one record and its index entries; the record removed (None: none)."""
         key = _u64(doc_id)
         data = txn.get(key, db=self.docs)
         if data is None:
-            return False
+            return None
         record = Record.decode(doc_id, data)
         for name, index_key, value in self._index_entries(record):
             txn.delete(index_key, value, db=self.index[name])
         txn.delete(_TIME_ID.pack(record.last_seen, doc_id), db=self.by_time)
         txn.delete(key, db=self.docs)
-        return True
+        return record
 
-    def prune(self, before: int, batch: int = 2000) -> int:
-        """Remove records last seen before ``before`` (epoch seconds), oldest first.
+    def prune(self, before: int, batch: int = 2000, *,
+              removed: Callable[[Record], None] | None = None) -> int:
+        """Remove records last seen before ``before`` (epoch seconds), oldest first;
+        ``removed`` is called with each record once its batch is committed.
 
         Works in batches so that deliveries are never blocked for long.
         """
-        removed = 0
+        total = 0
         while True:
-            def one_batch(txn: lmdb.Transaction) -> int:
+            def one_batch(txn: lmdb.Transaction) -> tuple[int, list[Record]]:
                 cursor = txn.cursor(db=self.by_time)
                 victims = []
                 for raw_key in cursor.iternext(keys=True, values=False):
                     seen, doc_id = _TIME_ID.unpack(bytes(raw_key))
                     if seen >= before or len(victims) >= batch:
                         break
-                    victims.append(doc_id)
-                for doc_id in victims:
-                    if not self._delete(txn, doc_id):
+                    victims.append((seen, doc_id))
+                gone = []
+                for seen, doc_id in victims:
+                    record = self._delete(txn, doc_id)
+                    if record is None:
                         txn.delete(_TIME_ID.pack(seen, doc_id), db=self.by_time)
-                return len(victims)
-            count = self._write(one_batch)
-            removed += count
+                    else:
+                        gone.append(record)
+                return len(victims), gone
+            count, gone = self._write(one_batch)
+            if removed is not None:
+                for record in gone:
+                    removed(record)
+            total += count
             if count < batch:
-                return removed
+                return total
+
+    def stale(self, before: int) -> Iterator[Record]:
+        """Records last seen before ``before``, oldest first (the time index, one read
+        transaction)."""
+        with self.env.begin() as txn:
+            docs = txn.cursor(db=self.docs)
+            for raw_key in txn.cursor(db=self.by_time).iternext(keys=True, values=False):
+                seen, doc_id = _TIME_ID.unpack(bytes(raw_key))
+                if seen >= before:
+                    return
+                data = docs.get(_u64(doc_id))
+                if data is not None:
+                    yield Record.decode(doc_id, data)
 
     def forget(self, doc_ids: Sequence[int]) -> int:
-        return self._write(lambda txn: sum(self._delete(txn, d) for d in doc_ids))
+        return self._write(lambda txn: sum(self._delete(txn, d) is not None
+                                           for d in doc_ids))
 
     def find_message_id(self, message_id: str) -> list[int]:
         key = message_id_key(message_id)

@@ -37,7 +37,7 @@ _dupfilter_db() {
             if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config --json --recipient" -- "$cur")); else _filedir; fi ;;
         prune)
             case "$prev" in --db|--config) _filedir; return ;; esac
-            if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config --older-than" -- "$cur")); else _filedir; fi ;;
+            if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config --older-than --dry-run --yes" -- "$cur")); else _filedir; fi ;;
         stats)
             case "$prev" in --db|--config|--plot) _filedir; return ;; esac
             if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config --json --plot --days" -- "$cur")); else _filedir; fi ;;
@@ -49,7 +49,7 @@ _dupfilter_db() {
             if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config" -- "$cur")); else _filedir; fi ;;
         forget)
             case "$prev" in --db|--config) _filedir; return ;; esac
-            if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config --message-id" -- "$cur")); else _filedir; fi ;;
+            if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config --message-id --near --dry-run" -- "$cur")); else _filedir; fi ;;
         config)
             case "$prev" in --db|--config|--postfix) _filedir; return ;; esac
             if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config --check --show --changed --postfix --user --mta-user" -- "$cur")); else _filedir; fi ;;

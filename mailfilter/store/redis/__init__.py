@@ -871,8 +871,9 @@ class RedisStore:
             self.client.hincrby(self.partitions[0].base + b"decisions",
                                 f"{int(when) // 86400}:{decision}", 1)
 
-    def prune(self, before: int) -> int:
-        """Nothing to do: Redis expires records by TTL (the retention period); returns 0."""
+    def prune(self, before: int, *, removed: Callable[[Record], None] | None = None) -> int:
+        """Nothing to do: Redis expires records by TTL (the retention period); returns 0
+        (and calls ``removed`` for none)."""
         log.info("%s: records expire by Redis TTL (%d s); prune has nothing to do",
                  self.location, self.retention)
         return 0
@@ -948,6 +949,12 @@ class RedisStore:
             for segment in reversed(segments):
                 for doc_id, data in self._segment_records(segment):
                     yield Record.decode(doc_id, data)
+
+    def stale(self, before: int) -> Iterator[Record]:
+        """Records last seen before ``before``, oldest first (``prune`` removes none of
+        them: Redis expires records by TTL)."""
+        yield from sorted((r for r in self.records() if r.last_seen < before),
+                          key=lambda r: (r.last_seen, r.doc_id))
 
     def stats(self) -> dict[str, object]:
         with self._errors("reading statistics"):
