@@ -739,6 +739,10 @@ def test_install_on_debians_python_in_opt() -> None:
         assert status.returncode == 0, status.stdout + status.stderr + milter.text()
         assert "as dupfilter" in status.stdout and "store      /var/lib/dupfilter: open" \
             in status.stdout, status.stdout
+        # --user dropped every uid (real, effective, saved, file system) to dupfilter's.
+        uids = next(line for line in Path(f"/proc/{milter.proc.pid}/status").read_text()
+                    .splitlines() if line.startswith("Uid:")).split()[1:]
+        assert {int(uid) for uid in uids} == {pwd.getpwnam("dupfilter").pw_uid}, uids
     finally:
         assert milter.stop() == 0, milter.text()
     assert "cannot read" not in milter.text(), milter.text()

@@ -9,16 +9,11 @@ from __future__ import annotations
 
 import grp
 import os
-import pwd
-import shutil
 import signal
 import socket
 import stat
 import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 from miltertest import constants as C
@@ -327,27 +322,10 @@ def test_refuses_root_without_allow_root(tmp_path):
     assert not d.path.exists()
 
 
-def test_user_flag_drops_privileges(daemon, tmp_path):
-    readable = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c",
-                               "import json"], capture_output=True, timeout=60)
-    if readable.returncode != 0:
-        # The daemon refuses (tests/test_status.py); tests/sandboxed_docs.py drops to
-        # --user dupfilter with a Python that user can read.
-        pytest.skip("this Python is not readable by nobody (a pyenv under /root)")
-    nobody = pwd.getpwnam("nobody")
-    base = Path(tempfile.mkdtemp(prefix="dupfilter-nobody-"))   # traversable by nobody
-    base.chmod(0o711)
-    db = base / "db"
-    db.mkdir()
-    os.chown(db, nobody.pw_uid, nobody.pw_gid)
-    d = daemon("", db=db, args=("--user", "nobody"))
-    status = Path(f"/proc/{d.proc.pid}/status").read_text()
-    uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
-    assert {int(u) for u in uids} == {nobody.pw_uid}
-    with d.client() as c:
-        replies = c.message("a@example.test", ["b@example.test"], headers("p1"), body_of())
-    assert added_headers(replies) == [("X-Dupfilter", "unique")]
-    shutil.rmtree(base)
+# Dropping privileges with --user is tested where the interpreter is one the user can
+# read: tests/sandboxed_docs.py starts the installed unit's command line with
+# --user dupfilter on Debian's python3 and checks every uid of the running milter.  Here,
+# in a pyenv under /root, the milter refuses instead (tests/test_status.py).
 
 
 def test_bad_config_is_a_clear_error(tmp_path):
