@@ -369,9 +369,11 @@ def message_id_key64(message_id: str) -> int:
 
 def message_features(message: Message, names: list[str] | None = None) -> Features:
     """The :class:`Features` of a parsed message (pure)."""
-    quoted_words = b" ".join(w if isinstance(w, bytes) else w.encode("utf-8", "replace")
-                             for w in _words(message.quoted, frozenset())) \
-        if message.quoted else b""
+    quoted_words = b""
+    if message.quoted:
+        words = _words(message.quoted, frozenset())
+        quoted_words = b" ".join(words) if message.quoted.isascii() else \
+            " ".join(words).encode("utf-8", "replace")      # type: ignore[arg-type]
     files = [a for a in message.attachments if not is_calendar(a.content_type, a.filename)
              and not a.inline and len(a.data) >= MIN_ATTACHMENT_BYTES]
     files.sort(key=lambda a: len(a.data), reverse=True)

@@ -49,6 +49,7 @@ _WORDS = re.compile(r"[^\W_]+")
 # File paths (/var/log/app/app.log): which file a report is about is its data too.
 _PATH = re.compile(r"(?<![\w/.])/[\w.@-]+(?:/[\w.@-]+)+")
 _NOT_DIGITS = re.compile(r"\D+")
+_DIGIT_WORD = re.compile(rb"[a-z0-9]*[0-9][a-z0-9]*")
 # A record keeps the hashes of up to this many different identifiers, else a bit map.
 EXACT_IDENTIFIERS = 32
 IDENTIFIER_BITS = 1024
@@ -93,7 +94,12 @@ def _numbered_words(source: str, found: list[str],
     if words is None:
         words = (source.encode("ascii").translate(_LOWER_WORDS).split() if source.isascii()
                  else _WORDS.findall(source.lower()))
-    for word in [word for word in words if not word.isalpha()]:
+    if words and isinstance(words[0], bytes):
+        # ASCII words (letters and digits only): those with a digit, found in one C pass.
+        numbered = _DIGIT_WORD.findall(b" ".join(words))    # type: ignore[arg-type]
+    else:
+        numbered = [word for word in words if not word.isalpha()]
+    for word in numbered:
         if isinstance(word, bytes):
             if word.isdigit():
                 found.append(word.decode("ascii"))

@@ -238,8 +238,9 @@ def _footer_start(text: str) -> int | None:
         if _RULE_LINE.match(text, start.start()):
             below = text[start.start():].lower()
             # A footer says what a list footer says, and is shorter than the message.
-            if any(word in below for word in _FOOTER_WORDS) and \
-                    len(below.split()) < len(text[:start.start()].split()):
+            below_words = len(below.split())
+            if any(word in below for word in _FOOTER_WORDS) and len(
+                    text[:start.start()].split(None, below_words)) > below_words:
                 rule = start.start()
                 break
     if rule is None or len(text[:rule].split(None, _FOOTER_MIN_WORDS_ABOVE)) \
