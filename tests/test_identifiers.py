@@ -262,3 +262,21 @@ def test_a_report_about_another_file_is_unique(engine: Engine) -> None:
     assert verdict.verdict == "unique", verdict.header_value()
     assert verdict.evidence[0].rule == "identifiers"
     assert "/var/log/nginx/error.log" in verdict.evidence[0].note
+
+
+def test_a_ci_failure_on_another_commit_is_unique(engine: Engine) -> None:
+    """The same failing job on the next commit is a new failure to look at; the same
+    commit's notice sent again is not."""
+    def failure(commit: str, number: int) -> bytes:
+        body = (f"Run failed: tests - main ({commit})\n\nThe workflow 'tests' failed on "
+                f"branch main at commit {commit} pushed by ann. The job 'unit' exited with "
+                "an error in the step 'Run the test suite'. View the logs of the run to see "
+                "which test failed, then push a fix or re-run the jobs.\n")
+        return make_message(body, sender="builds@ci.example.com",
+                            subject="Run failed: tests - main", message_id=f"<ci{number}@x>")
+    engine.check(failure("3f9a2c1e7b", 1))
+    other = engine.check(failure("8d41b0ac29", 2))
+    again = engine.check(failure("8d41b0ac29", 3))
+    assert other.verdict == "unique", other.header_value()
+    assert "8d41b0ac29" in other.evidence[0].note
+    assert again.verdict == "duplicate"

@@ -124,6 +124,15 @@ def test_an_update_is_news_and_the_update_resent_is_not(engine: Engine) -> None:
     assert (again.verdict, again.reason) == ("duplicate", "calendar")
 
 
+def test_a_higher_sequence_alone_is_an_update(engine: Engine) -> None:
+    """The organiser re-sent the event as version 2 (an agenda or attendee changed
+    outside the fields compared): RFC 5545 says it supersedes version 1."""
+    engine.check(invitation(calendar("uid-10", sequence=1)))
+    update = engine.check(invitation(calendar("uid-10", sequence=2)))
+    assert update.verdict == "unique", update.header_value()
+    assert any("SEQUENCE 2 after 1" in e.note for e in update.evidence)
+
+
 def test_a_moved_meeting_without_a_new_sequence_is_news(engine: Engine) -> None:
     """A sloppy sender moves the meeting and forgets SEQUENCE: still a change."""
     engine.check(invitation(calendar("uid-3", start="20261202T100000")))
