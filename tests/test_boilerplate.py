@@ -152,6 +152,26 @@ def test_two_reports_under_an_external_tag_line_stay_unique(engine: Engine) -> N
     assert verdict.verdict == "unique", verdict.header_value()
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "boilerplate.py: a sentence with two weak cues is boilerplate wherever it is, so a "
+    "writer's own 'they are confidential, so please do not disclose them' "
+    "('confidential' + 'disclos') is set aside; two different one-paragraph HR notes "
+    "under one subject keep only 'Hi all, … Ann' and the second is called duplicate "
+    "(rule short-text: same text; same sender, same subject)"))
+def test_a_note_that_asks_for_confidentiality_is_still_the_note(engine: Engine) -> None:
+    """Writers say "this is confidential" in their own words; those words are the
+    message, and two different such notes are two messages."""
+    notes = ("The March payroll figures are in the HR folder; they are confidential, so "
+             "please do not disclose them outside the team.",
+             "The bonus scheme for next year is attached to the board minutes; it is "
+             "confidential and must not be disclosed before the announcement.")
+    for number, note in enumerate(notes):
+        verdict = engine.check(make_message(f"Hi all,\n\n{note}\n\nAnn\n",
+                                            sender="ann@hr.example.com", subject="HR update",
+                                            message_id=f"<hr{number}@x>"))
+    assert verdict.verdict == "unique", verdict.header_value()
+
+
 def test_messages_that_are_only_a_disclaimer_get_a_verdict(engine: Engine) -> None:
     """Bodies with nothing but boilerplate: different messages are not called copies of
     one another, and a redelivery by Message-ID is still a duplicate."""
