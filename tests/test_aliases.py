@@ -93,6 +93,22 @@ def test_a_regexp_table_line_is_refused(tmp_path: Path) -> None:
         load_aliases(str(path))
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "aliases.py reads the file as 'utf-8', not 'utf-8-sig': a file saved with a byte "
+    "order mark (Windows editors) maps '\\ufeffj.doe@example.org' instead of "
+    "'j.doe@example.org', silently: the first alias never applies and the newsletter to "
+    "j.doe@ after jane@ is unique"))
+def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path,
+                                                     settings: Settings) -> None:
+    """An editor's BOM must not silently disable the first line."""
+    settings.detector.aliases = str(write(tmp_path, "\ufeffj.doe@example.org "
+                                                    "jane@example.org\n"))
+    with Engine(settings, str(tmp_path / "store")) as engine:
+        engine.check(newsletter(1), ["jane@example.org"])
+        second = engine.check(newsletter(2), ["j.doe@example.org"])
+    assert second.verdict == "duplicate"
+
+
 def test_a_missing_or_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
     """Missing, a folder, or not UTF-8: a ConfigError that names the path."""
     for path, why in ((tmp_path / "missing", "No such file"),
