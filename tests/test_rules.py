@@ -303,3 +303,47 @@ def test_compare_identifiers_off_lets_templates_match_again(settings: Settings,
     off = with_toml(tmp_path, "[detector]\ncompare_identifiers = false\n")
     assert run(off, tmp_path / "off", notice("48213", 1), notice("99120", 2)).verdict \
         == "near-duplicate"
+
+
+# -- short texts: forwards and answers -------------------------------------------------
+
+ORIGINAL = ("On Mon, 30 Nov 2026 at 10:02, Carl Diaz <carl@example.net> wrote:\n"
+            "> Can we move the release review to Thursday afternoon? The build farm is\n"
+            "> down until Wednesday night and nobody can test the installers before.\n\n"
+            "{answer}\n\n{name}\n")
+
+
+def test_two_people_answering_one_message_alike_stay_unique(settings: Settings,
+                                                            tmp_path: Path) -> None:
+    """"Fine by me" from Ann and from Bob, both quoting Carl's question: the same
+    short text and the same quote, yet two answers (the guard any forward rule must
+    keep)."""
+    ann, bob = (make_message(ORIGINAL.format(answer="Fine by me, Thursday at three.",
+                                             name=""), sender=sender,
+                             subject="Re: Release review", message_id=f"<fine{n}@x>",
+                             headers={"In-Reply-To": "<question@example.net>"})
+                for n, sender in enumerate(("ann@example.org", "bob@example.com")))
+    verdict = run(settings, tmp_path, ann, bob)
+    assert verdict.verdict == "unique", verdict.header_value()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "rules.py _short/_context: a short text (under min_words) is matched only with the "
+    "same sender, so Bob forwarding Ann's 6-word answer (with its quote) to himself, "
+    "'For the record.' above Gmail's 'Forwarded message' block naming From: Ann, is "
+    "unique (rule short-text); bench/realworld.py resends_and_reencodings misses the "
+    "same at seeds 3, 4 and 6 (forward_gmail/forward_thunderbird of a short original)"))
+def test_a_short_answer_forwarded_to_oneself_is_flagged(settings: Settings,
+                                                        tmp_path: Path) -> None:
+    """The forwarded block names the original's writer: it is that message again."""
+    text = ORIGINAL.format(answer="Fine by me, Thursday at three.", name="Ann")
+    original = make_message(text, sender="ann@example.org", to="bob@example.com",
+                            subject="Re: Release review", message_id="<fwd1@x>")
+    forward = make_message(
+        "For the record.\n\n---------- Forwarded message ---------\n"
+        "From: Ann Lee <ann@example.org>\nDate: Mon, Nov 30, 2026 at 11:15 AM\n"
+        "Subject: Re: Release review\nTo: <bob@example.com>\n\n\n" + text,
+        sender="bob@example.com", to="bob@example.com", subject="Fwd: Re: Release review",
+        message_id="<fwd2@x>")
+    verdict = run(settings, tmp_path, original, forward)
+    assert verdict.verdict in ("duplicate", "near-duplicate"), verdict.header_value()
