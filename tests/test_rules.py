@@ -347,3 +347,38 @@ def test_a_short_answer_forwarded_to_oneself_is_flagged(settings: Settings,
         message_id="<fwd2@x>")
     verdict = run(settings, tmp_path, original, forward)
     assert verdict.verdict in ("duplicate", "near-duplicate"), verdict.header_value()
+
+
+# -- data only in the subject ----------------------------------------------------------
+
+SHIPPED = ("Good news: your order is on its way. You can follow the parcel in your "
+           "account; the carrier updates the status a few times a day until it arrives.\n")
+BACKUP = ("Backup finished without errors. All configured folders were copied to the "
+          "remote repository, the old archives were pruned and the repository check "
+          "passed.\n")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "rules.judge: the digest rule ('same text', for texts of min_words or more) decides "
+    "before identifiers are compared, and identifiers() reads the subject too but is "
+    "never consulted for an equal body: 'Your order #1001 has shipped' then '#1002' with "
+    "one body, or the same backup output from root@db01 and root@db02 (subjects "
+    "'Cron <root@db01> …'/'Cron <root@db02> …'), are duplicate by digest (mind subject "
+    "tags with post numbers on cross-posts when fixing)"))
+@pytest.mark.parametrize(("body", "senders", "subjects"), [
+    (SHIPPED, ("orders@shop.example.com",) * 2,
+     ("Your order #1001 has shipped", "Your order #1002 has shipped")),
+    (BACKUP, ("root@db01.example.com", "root@db02.example.com"),
+     ("Cron <root@db01> /usr/local/bin/backup", "Cron <root@db02> /usr/local/bin/backup")),
+], ids=["order-number", "cron-host"])
+def test_the_same_body_with_other_data_in_the_subject_is_unique(
+        settings: Settings, tmp_path: Path, body: str, senders: tuple[str, str],
+        subjects: tuple[str, str]) -> None:
+    """The order or host that the notice is about is data, wherever it is written."""
+    first, second = (make_message(body, sender=sender, subject=subject,
+                                  message_id=f"<subj{n}@x>",
+                                  headers=CRON if subject.startswith("Cron") else {})
+                     for n, (sender, subject) in enumerate(zip(senders, subjects,
+                                                               strict=True)))
+    verdict = run(settings, tmp_path, first, second)
+    assert verdict.verdict == "unique", verdict.header_value()
