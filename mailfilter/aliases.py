@@ -22,6 +22,8 @@ from mailfilter.config import ConfigError
 
 _LINE = re.compile(r"^\s*(\S+?)\s*(?::\s*|\s+)(\S+)\s*$")
 _ADDRESS = re.compile(r"[^\s@<>\"]+@[^\s@<>\"]+")
+# What a regexp:/pcre: table line holds and an address never does (outside quotes).
+_PATTERN_CHARACTERS = ("/", "^", "$", "*", "(", ")", "[", "]", "\\", "|")
 
 
 def bare(address: str) -> str:
@@ -35,7 +37,7 @@ def load_aliases(path: str) -> dict[str, str]:
     if not path:
         return {}
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")     # an editor's BOM is no text
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the aliases file: {error.strerror}") from None
     except UnicodeDecodeError:
@@ -46,6 +48,11 @@ def load_aliases(path: str) -> dict[str, str]:
         if not line.strip():
             continue
         found = _LINE.match(line)
+        if found and any(char in found.group(1) for char in _PATTERN_CHARACTERS):
+            raise ConfigError(f"{path}:{number}: {found.group(1)!r} is a pattern, not an "
+                              "address: only literal addresses are supported (a Postfix "
+                              "regexp: or pcre: table cannot be used here), e.g. "
+                              "j.doe@example.org jane@example.org")
         if not found or not all(_ADDRESS.fullmatch(bare(part)) for part in found.groups()):
             raise ConfigError(f"{path}:{number}: expected ALIAS MAILBOX (two mail addresses, "
                               f"e.g. j.doe@example.org jane@example.org), not {line.strip()!r}")

@@ -84,6 +84,7 @@ _GATE = ("confidential", "intended", "recipient", "disclaimer", "originated", "e
          "outside of", "outside the", "careful with", "gesellschaft", "confidencial")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
 _BLOCKS = re.compile(r"\n[ \t]*\n")
+_TAG_LINE_WORDS = 8        # a banner on its own line is short: "[EXTERNAL]", "CAUTION: …"
 
 
 def _strong(lowered: str, cues: tuple[tuple[str, re.Pattern[str]], ...] = _STRONG) -> bool:
@@ -95,12 +96,37 @@ def _weak_cues(lowered: str, cues: tuple[str, ...] = _WEAK) -> int:
 
 
 def _is_boilerplate(sentence: str, strong: tuple[tuple[str, re.Pattern[str]], ...],
-                    weak: tuple[str, ...]) -> int:
-    """2: boilerplate by itself; 1: a hint (boilerplate next to boilerplate); 0: text."""
+                    weak: tuple[str, ...], block_weak: int) -> int:
+    """2: boilerplate by itself; 1: a hint (boilerplate next to boilerplate); 0: text.
+
+    Two weak cues decide alone only in a block that holds a third: a writer's own "they
+    are confidential, please do not disclose them" has two, a disclaimer has more."""
     lowered = sentence.lower()
     if _strong(lowered, strong):
         return 2
-    return min(2, _weak_cues(lowered, weak))
+    cues = _weak_cues(lowered, weak)
+    if cues >= 3 or (cues == 2 and block_weak >= 3):
+        return 2
+    return min(cues, 1)
+
+
+def _units(block: str, strong: tuple[tuple[str, re.Pattern[str]], ...]) -> list[str]:
+    """The sentences of a block, a short tag line ("[EXTERNAL]", "CAUTION: External
+    sender") standing alone even with the note right under it (no blank line)."""
+    lines = block.split("\n")
+    units: list[str] = []
+    pending: list[str] = []
+    for line in lines:
+        if 0 < len(line.split()) <= _TAG_LINE_WORDS and _strong(line.lower(), strong):
+            if pending:
+                units.extend(_SENTENCE_END.split(" ".join(" ".join(pending).split())))
+                pending = []
+            units.append(" ".join(line.split()))
+        else:
+            pending.append(line)
+    if pending:
+        units.extend(_SENTENCE_END.split(" ".join(" ".join(pending).split())))
+    return [unit for unit in units if unit]
 
 
 def split_boilerplate(text: str) -> tuple[str, str]:
@@ -127,8 +153,9 @@ def split_boilerplate(text: str) -> tuple[str, str]:
                                      or _weak_cues(lowered, weak) >= 2):
             kept.append(block)
             continue
-        sentences = _SENTENCE_END.split(" ".join(block.split()))
-        marks = [_is_boilerplate(sentence, strong, weak) for sentence in sentences]
+        sentences = _units(block, strong)
+        block_weak = _weak_cues(lowered, weak)
+        marks = [_is_boilerplate(sentence, strong, weak, block_weak) for sentence in sentences]
         flagged = [mark == 2 for mark in marks]
         changed = True
         while changed:   # one weak cue next to boilerplate is boilerplate too

@@ -101,9 +101,9 @@ class Features:
             struct.pack(">B", min(len(self.attachments), MAX_ATTACHMENTS)),
         ]
         for attachment in self.attachments[:MAX_ATTACHMENTS]:
-            name = attachment.name.encode("utf-8", "replace")[:_NAME_MAX]
-            while name and name[-1] & 0xC0 == 0x80:      # no half of a UTF-8 character
-                name = name[:-1]
+            # The first _NAME_MAX bytes, cut between characters (never half of one).
+            name = attachment.name.encode("utf-8", "replace")[:_NAME_MAX] \
+                .decode("utf-8", "ignore").encode("utf-8")
             parts.append(_ATTACHMENT.pack(attachment.digest, min(attachment.size, 0xFFFFFFFF),
                                           len(name)))
             parts.append(name)

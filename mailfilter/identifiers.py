@@ -22,14 +22,29 @@ import xxhash
 
 # Set aside before words are read: words that are URLs (with or without a scheme) or mail
 # addresses, and the bracketed list tags and reply prefixes of a subject.
-_SUBJECT_TAGS = re.compile(r"\[[^\]\d]{0,40}\]|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:",
-                           re.IGNORECASE)
-# Host names: labels ending in a top-level domain that networks really use (a dotted pair
-# of words in running text — "end.Start", "file.tcl" — is a typo, not a host).  Searched
-# for only where such an ending occurs (a literal scan).
-_TLDS = ("com|org|net|edu|gov|mil|int|io|co|uk|de|fr|nl|be|ch|at|it|es|se|no|dk|fi|ie|pl|cz"
-         "|eu|us|ca|au|nz|jp|cn|in|br|ru|info|biz|dev|app|cloud|local|lan|internal|intra|corp"
-         "|home|example|test|localdomain")
+# A list tag may carry the list's post number ("[Python-list 1234]", Mailman's %d): one
+# post cross-posted to two such lists has two numbers, and is still one post.
+_SUBJECT_TAGS = re.compile(r"\[[^\]\d]{0,40}\]|\[[\w.-]{1,40} \d{1,7}\]"
+                           r"|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:", re.IGNORECASE)
+# Host names: labels ending in a top-level domain that networks really use (every country
+# code, the common generic ones, the private ones of internal networks); a dotted pair of
+# words in running text ending otherwise — "end.Start", "file.tcl" — is a typo, not a
+# host.  Searched for only where such an ending occurs (a literal scan).
+_COUNTRY_TLDS = (
+    "ac ad ae af ag ai al am ao aq ar as at au aw ax az ba bb bd be bf bg bh bi bj bm bn bo "
+    "br bs bt bw by bz ca cc cd cf cg ch ci ck cl cm cn co cr cu cv cw cx cy cz de dj dk dm "
+    "do dz ec ee eg er es et eu fi fj fk fm fo fr ga gd ge gf gg gh gi gl gm gn gp gq gr gs "
+    "gt gu gw gy hk hm hn hr ht hu id ie il im in iq ir is it je jm jo jp ke kg kh ki km kn "
+    "kp kr kw ky kz la lb lc li lk lr ls lt lu lv ly ma mc md me mg mh mk ml mm mn mo mp mq "
+    "mr ms mt mu mv mw mx my mz na nc ne nf ng ni nl no np nr nu nz om pa pe pf pg ph pk pl "
+    "pm pn pr ps pt pw py qa re ro rs ru rw sa sb sc sd se sg sh si sk sl sm sn so sr ss st "
+    "su sv sx sy sz tc td tf tg th tj tk tl tm tn to tr tt tv tw tz ua ug uk us uy uz va vc "
+    "ve vg vi vn vu wf ws ye yt za zm zw").split()
+_TLDS = "|".join(sorted({
+    *_COUNTRY_TLDS, "com", "org", "net", "edu", "gov", "mil", "int", "io", "info", "biz",
+    "dev", "app", "cloud", "online", "site", "tech", "shop", "xyz", "email",
+    "local", "lan", "internal", "intra", "corp", "home", "example", "test", "localdomain",
+}, key=lambda tld: (-len(tld), tld)))
 _TLD_END = r"(?![\w-]|\.[\w-])"    # the name ends there (no further label)
 _TLD_HINT = re.compile(rf"\.(?:{_TLDS}){_TLD_END}", re.IGNORECASE)
 _HOST = re.compile(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLDS}){_TLD_END}",

@@ -16,7 +16,7 @@ import codecs
 import quopri
 import re
 from dataclasses import dataclass, field
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_to_bytes
 
 import xxhash
 from selectolax.lexbor import LexborHTMLParser
@@ -312,6 +312,7 @@ def _split_multipart(body: bytes, boundary: str, defects: list[str]) -> list[byt
 
 
 _RFC2231_VALUE = re.compile(r"^[^']*'[^']*'")
+_MAX_CONTINUATIONS = 64
 
 
 def _parameter(params: dict[str, str], name: str) -> str | None:
@@ -319,10 +320,44 @@ def _parameter(params: dict[str, str], name: str) -> str | None:
     value = params.get(name)
     if value is not None:
         return value
-    extended = params.get(name + "*") or params.get(name + "*0*") or params.get(name + "*0")
-    if extended is None:
+    extended = params.get(name + "*")
+    if extended is not None:
+        return _rfc2231(extended)
+    # A continued value (RFC 2231 section 3): name*0*, name*1, … in order, each piece
+    # percent-encoded when it ends in "*", in the charset the first piece names.
+    pieces = []
+    for number in range(_MAX_CONTINUATIONS):
+        encoded = params.get(f"{name}*{number}*")
+        piece = encoded if encoded is not None else params.get(f"{name}*{number}")
+        if piece is None:
+            break
+        pieces.append((piece, encoded is not None))
+    if not pieces:
         return None
-    return unquote(_RFC2231_VALUE.sub("", extended), errors="replace")
+    first, first_encoded = pieces[0]
+    charset = "utf-8"
+    if first_encoded:
+        prefix = _RFC2231_VALUE.match(first)
+        if prefix is not None:
+            charset = prefix.group(0).split("'")[0] or "utf-8"
+    raw = b"".join(
+        unquote_to_bytes(_RFC2231_VALUE.sub("", piece) if number == 0 and encoded else piece)
+        if encoded else piece.encode("latin-1", "replace")
+        for number, (piece, encoded) in enumerate(pieces))
+    try:
+        return raw.decode(charset, "replace")
+    except LookupError:
+        return raw.decode("utf-8", "replace")
+
+
+def _rfc2231(value: str) -> str:
+    """One RFC 2231 value (``charset'language'percent-encoded``)."""
+    prefix = _RFC2231_VALUE.match(value)
+    charset = (prefix.group(0).split("'")[0] if prefix else "") or "utf-8"
+    try:
+        return unquote(_RFC2231_VALUE.sub("", value), encoding=charset, errors="replace")
+    except LookupError:
+        return unquote(_RFC2231_VALUE.sub("", value), errors="replace")
 
 
 class _Collector:

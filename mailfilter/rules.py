@@ -116,6 +116,21 @@ def _identifier_conflict(pair: Pair) -> str | None:
     return f"identifiers differ: {shown or 'some'} here, others in the match"
 
 
+def _same_text_conflict(pair: Pair, settings: DetectorSettings) -> str | None:
+    """What makes one text two messages: other data in the subject from the same sender
+    ("Your order #1001 has shipped", then #1002), or the same report from another program
+    or host (two servers' cron mail with one output)."""
+    new, stored = pair.new_features, pair.stored_features
+    if settings.compare_identifiers:
+        conflict = _identifier_conflict(pair)
+        if conflict is not None:
+            return conflict
+    if new.automated and stored.automated and new.sender and stored.sender \
+            and new.sender != stored.sender:
+        return "sent by a program from another address (another host or service)"
+    return None
+
+
 def _automated_difference(pair: Pair, settings: DetectorSettings) -> str | None:
     """Two reports or notices from programs: anything in their data that differs, either
     way, or less than ``automated_threshold`` alike, makes them two (a report that lost a
@@ -186,6 +201,9 @@ def judge(pair: Pair, settings: DetectorSettings) -> Judgement:
         return Judgement(rule="reply", note="a reply to the match (its References name it)")
     short = fp.word_count < settings.min_words
     if same_text:
+        conflict = _same_text_conflict(pair, settings)
+        if conflict is not None:
+            return Judgement(rule="identifiers", note=f"same text, but {conflict}")
         if not short:
             return Judgement(DUPLICATE, "digest", 1.0, "digest", "same text")
         context = _context(new, stored)

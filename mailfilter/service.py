@@ -25,6 +25,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from mailfilter import __version__
+from mailfilter.aliases import load_aliases
 from mailfilter.config import ConfigError, Settings, load_settings, masked
 
 if TYPE_CHECKING:
@@ -154,11 +155,14 @@ def daemon_parser(program: str, description: str) -> argparse.ArgumentParser:
 
 
 def load_daemon_settings(args: argparse.Namespace) -> Settings:
-    """Settings from ``--config`` (or the search order) with ``--db`` applied."""
+    """Settings from ``--config`` (or the search order) with ``--db`` applied, and the
+    files they name read once (a broken aliases file refuses the start, as a bad key
+    does, rather than leaving every message unchecked)."""
     settings = load_settings(getattr(args, "config", None))
     db = getattr(args, "db", None)
     if db:
         settings.store.path = db
+    load_aliases(settings.detector.aliases)
     return settings
 
 

@@ -73,12 +73,6 @@ def test_a_banner_glued_to_the_first_line_goes_alone() -> None:
     assert aside.split() == BANNERS[0].split()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "boilerplate.py: a block is joined into one line before sentences are split, so an "
-    "external-mail tag on its own line with the note right under it (no blank line) "
-    "makes one 'sentence' that the strong cue ^\\W{0,3}external\\b...[:\\]!-] (or "
-    "caution/warning: ...external) flags whole: the note's first sentence (all of a one-sentence "
-    "note) is set aside with the tag"))
 @pytest.mark.parametrize("tag", ["[EXTERNAL]", "EXTERNAL EMAIL: use caution",
                                  "CAUTION: External sender"])
 def test_a_banner_line_right_above_the_note_takes_only_itself(tag: str) -> None:
@@ -132,12 +126,6 @@ def test_the_same_note_under_a_disclaimer_sent_again_is_a_duplicate(
     assert again.verdict == "duplicate", again.header_value()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the note under an '[EXTERNAL]' line with no blank line between is set aside as "
-    "boilerplate (see test_a_banner_line_right_above_the_note_takes_only_itself); two "
-    "different one-sentence weekly notes of one sender under one subject are both "
-    "reduced to the signature 'Ann' and called duplicate by digest (rule short-text: "
-    "same text; same sender, same subject)"))
 def test_two_reports_under_an_external_tag_line_stay_unique(engine: Engine) -> None:
     """Different weekly notes from one partner, each under the gateway's tag line."""
     notes = ("the build for week 48 passed on all three platforms and the installers are "
@@ -152,12 +140,6 @@ def test_two_reports_under_an_external_tag_line_stay_unique(engine: Engine) -> N
     assert verdict.verdict == "unique", verdict.header_value()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "boilerplate.py: a sentence with two weak cues is boilerplate wherever it is, so a "
-    "writer's own 'they are confidential, so please do not disclose them' "
-    "('confidential' + 'disclos') is set aside; two different one-paragraph HR notes "
-    "under one subject keep only 'Hi all, … Ann' and the second is called duplicate "
-    "(rule short-text: same text; same sender, same subject)"))
 def test_a_note_that_asks_for_confidentiality_is_still_the_note(engine: Engine) -> None:
     """Writers say "this is confidential" in their own words; those words are the
     message, and two different such notes are two messages."""

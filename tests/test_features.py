@@ -139,11 +139,6 @@ def test_non_ascii_attachment_names_round_trip(file_name: str) -> None:
     assert Features.decode(features.encode()) == features
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "features.py Features.encode: the loop meant to drop a cut UTF-8 character strips "
-    "trailing continuation bytes even when nothing was cut, and never the lead byte; a "
-    "name ending in a non-ASCII letter ('Protokoll Café' -> 'Protokoll Caf\\ufffd') or "
-    "cut at 60 bytes inside a character decodes with a U+FFFD"))
 @pytest.mark.parametrize("name", ["Protokoll Café", "Sitzung " + "ä" * 40,
                                   "a" + "é" * 40])
 def test_attachment_names_decode_to_a_clean_prefix(name: str) -> None:
@@ -154,11 +149,6 @@ def test_attachment_names_decode_to_a_clean_prefix(name: str) -> None:
     assert name.startswith(stored) and len(stored.encode()) >= min(len(name.encode()), 57)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "message.py _parameter reads only filename*0* of an RFC 2231 continued parameter "
-    "(filename*0*=utf-8''...;filename*1*=..., as Python's email package and Thunderbird "
-    "write long non-ASCII names): X-Dupfilter says attachment=\"Bericht Übersicht – äöü\" "
-    "(60000 bytes), not \"Bericht Übersicht – äöü.pdf\"; features and explain likewise"))
 def test_the_header_names_a_long_non_ascii_attachment_in_full(engine: Engine) -> None:
     """The re-sent attachment is named in X-Dupfilter as the sender named it."""
     data = random.Random(3).randbytes(60_000)

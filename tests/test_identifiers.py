@@ -231,11 +231,6 @@ def test_the_same_alert_for_another_host_is_unique(engine: Engine, other_host: s
     assert other_host in verdict.evidence[0].note
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "identifiers.py _TLDS names only some country codes (uk de fr nl be ch at it es se no "
-    "dk fi ie pl cz …): a host under .pt, .mx, .gr, .za or .me is not an identifier, so "
-    "alerts for db-primary.example.pt and db-replica.example.pt (no digits) are "
-    "near-duplicate (shingles 0.81) where the same pair under .com is unique"))
 @pytest.mark.parametrize("tld", ["pt", "mx", "gr", "za", "me"])
 def test_hosts_under_any_country_domain_are_identifiers(engine: Engine, tld: str) -> None:
     """Which country a company registered in must not decide whether its alerts merge."""

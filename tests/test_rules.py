@@ -358,13 +358,6 @@ BACKUP = ("Backup finished without errors. All configured folders were copied to
           "passed.\n")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rules.judge: the digest rule ('same text', for texts of min_words or more) decides "
-    "before identifiers are compared, and identifiers() reads the subject too but is "
-    "never consulted for an equal body: 'Your order #1001 has shipped' then '#1002' with "
-    "one body, or the same backup output from root@db01 and root@db02 (subjects "
-    "'Cron <root@db01> …'/'Cron <root@db02> …'), are duplicate by digest (mind subject "
-    "tags with post numbers on cross-posts when fixing)"))
 @pytest.mark.parametrize(("body", "senders", "subjects"), [
     (SHIPPED, ("orders@shop.example.com",) * 2,
      ("Your order #1001 has shipped", "Your order #1002 has shipped")),

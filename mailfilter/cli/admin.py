@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mailfilter import __version__
+from mailfilter.aliases import load_aliases
 from mailfilter.cli import settings_from
 from mailfilter.cli.batch import check_all
 from mailfilter.cli.examine import cmd_compare, cmd_explain, cmd_fingerprint
@@ -515,6 +516,7 @@ def _config_check(args: argparse.Namespace, settings: Settings) -> int:
     # What only a daemon would refuse at start, said here too.
     check_milter_settings(settings)
     check_smtpd_settings(settings)
+    load_aliases(settings.detector.aliases)
     print("configuration is valid")
     findings = system_checks(settings, args.user, args.mta_user)
     if args.postfix is not None:
