@@ -13,6 +13,7 @@ corpus text) and ``text/calendar`` parts (icalendar).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import email.header
 import email.utils
@@ -272,6 +273,17 @@ def make_org(rng: random.Random, disclaimers: bool = True) -> Org:
     org = Org(name, domain, address_line=f"{rng.randint(1, 999)} {rng.choice(STREETS)}, {city}")
     org.logo = tiny_png(rng)
     org.people = [make_person(rng, domain) for _ in range(8)]
+    # One address, one person (an organisation never gives two people one mailbox):
+    # a clash gets a number, without drawing from rng, so other cases stay as they were.
+    taken: set[str] = set()
+    for index, person in enumerate(org.people):
+        local, _, host = person.addr.partition("@")
+        address, number = person.addr, 1
+        while address in taken:
+            number += 1
+            address = f"{local}{number}@{host}"
+        org.people[index] = dataclasses.replace(person, addr=address)
+        taken.add(address)
     return org
 
 

@@ -19,6 +19,7 @@ FORMAT_VERSION = 1
 MIN_ATTACHMENT_BYTES = 1024
 MAX_ATTACHMENTS = 8
 MAX_THREAD_KEYS = 6
+MAX_FORWARDED = 4
 _NAME_MAX = 60
 # A record keeps at most this much of them (the store's limit, store.FEATURES_MAX).
 ENCODED_MAX = 1024
@@ -72,6 +73,7 @@ class Features:
     text_bytes: int = 0              # bytes of the whole decoded text (quotes included)
     automated: bool = False          # sent by a program (message.Message.automated)
     is_reply: bool = False           # answers a message (In-Reply-To, or a Re: subject)
+    forwarded_from: tuple[int, ...] = ()   # key64 of the names and addresses it forwards
 
     @property
     def attachment_share(self) -> float:
@@ -82,7 +84,8 @@ class Features:
     def encode(self) -> bytes:
         calendar = self.calendar
         flags = (1 if self.identifier_bits else 0) | (2 if calendar else 0) | \
-            (4 if self.automated else 0) | (8 if self.is_reply else 0)
+            (4 if self.automated else 0) | (8 if self.is_reply else 0) | \
+            (16 if self.forwarded_from else 0)
         method = (calendar.method.encode("ascii", "replace")[:16] if calendar else b"")
         parts = [
             _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_name,
@@ -107,6 +110,9 @@ class Features:
             parts.append(_ATTACHMENT.pack(attachment.digest, min(attachment.size, 0xFFFFFFFF),
                                           len(name)))
             parts.append(name)
+        if self.forwarded_from:
+            writers = self.forwarded_from[:MAX_FORWARDED]
+            parts.append(struct.pack(f">B{len(writers)}Q", len(writers), *writers))
         return b"".join(parts)
 
     @classmethod
@@ -140,10 +146,14 @@ class Features:
             name = data[offset:offset + name_length].decode("utf-8", "replace")
             offset += name_length
             attachments.append(AttachmentSummary(digest, size, name))
+        forwarded_from: tuple[int, ...] = ()
+        if flags & 16:
+            count = data[offset]
+            forwarded_from = struct.unpack_from(f">{count}Q", data, offset + 1)
         calendar = CalendarSummary(calendar_key, uid, sequence, method) if flags & 2 else None
         return cls(sender, sender_name, sender_domain, subject, thread, quoted, identifiers,
                    identifier_bits, calendar, tuple(attachments), attachment_bytes,
-                   text_bytes, bool(flags & 4), bool(flags & 8))
+                   text_bytes, bool(flags & 4), bool(flags & 8), forwarded_from)
 
 
 EMPTY = Features()

@@ -25,6 +25,7 @@ from pyfastcdc.cy import FastCDC
 from mailfilter.features import (
     EMPTY,
     MAX_ATTACHMENTS,
+    MAX_FORWARDED,
     MIN_ATTACHMENT_BYTES,
     AttachmentSummary,
     Features,
@@ -367,6 +368,11 @@ def message_id_key64(message_id: str) -> int:
     return key64(f"{local}@{domain.lower()}" if at else value)
 
 
+def name_key(name: str) -> int:
+    """key64 of a display name as people write it: case, quotes and spacing do not count."""
+    return key64(" ".join(name.lower().replace('"', "").split()))
+
+
 def message_features(message: Message, names: list[str] | None = None) -> Features:
     """The :class:`Features` of a parsed message (pure)."""
     quoted_words = b""
@@ -381,7 +387,7 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
         identifiers(message.text, message.subject) if names is None else names)
     return Features(
         sender=key64(message.sender),
-        sender_name=key64(" ".join(message.sender_name.lower().replace('"', "").split())),
+        sender_name=name_key(message.sender_name),
         sender_domain=key64(registrable_domain(message.sender)),
         subject=key64(normal_subject(message.subject)),
         thread=tuple(message_id_key64(i) for i in message.thread),
@@ -395,4 +401,6 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
         text_bytes=message.text_length,
         automated=message.automated,
         is_reply=message.is_reply,
+        forwarded_from=tuple(dict.fromkeys(
+            name_key(name) for name in message.forwarded_from))[:MAX_FORWARDED],
     )

@@ -102,6 +102,9 @@ class Message:
     # Sent by a program, not a person (Auto-Submitted, a cron job, a notifier's address):
     # its reports and notices repeat their words and change their data.
     automated: bool = False
+    # The display names and addresses of the writers of the messages it forwards (their
+    # header blocks' From:), those with text of their own.
+    forwarded_from: tuple[str, ...] = ()
 
     @property
     def is_forward(self) -> bool:
@@ -514,16 +517,30 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
             sender_name = _display_name(sender_field) or sender_name
         else:
             sender_field = ""
+    # Whose sign-off to look for: the display name, else the address's local part
+    # ("ann.lee@…" signs "Ann"), so that a forward naming "Ann Lee" and her own message
+    # lose the same closing line.
+    signer = sender_name
+    local = (_address(sender_field) or "").partition("@")[0]
+    if not signer and local.lower() not in _PROGRAMS and re.fullmatch(
+            r"[a-z]{2,}(?:[._-][a-z]{2,}){0,2}", local, re.IGNORECASE):
+        signer = re.sub(r"[._-]", " ", local)
     reply = split_reply(full_text, forward=bool(_FORWARD_SUBJECT.match(subject)),
-                        writer=sender_name)
+                        writer=signer)
     quoted = reply.quoted
     if not any(_WORD.search(part) for part in reply.segments) and _WORD.search(full_text) \
             and not has_attribution(full_text):
         # All of it looked set aside (a forward quoted with ">", HTML inside <blockquote>),
         # yet nobody replied to anything: the whole text is the message.
-        parts, writers, quoted = [full_text], [sender_name], ""
+        parts, writers, quoted = [full_text], [signer], ""
+        forwarded_from: tuple[str, ...] = ()
     else:
         parts, writers = list(reply.segments), list(reply.writers)
+        # Who wrote each message it forwards (with text of its own): name and address.
+        forwarded_from = tuple(
+            who for value, part in zip(reply.from_values[1:], reply.segments[1:],
+                                       strict=True) if value and _WORD.search(part)
+            for who in (_display_name(value), _address(value)) if who)
     # Each part (the writer's own text, each message it forwards) loses its disclaimers,
     # banners and sign-off block on its own: a forwarder's name line must not take the
     # forwarded message along.
@@ -565,6 +582,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         text_length=len(full_text),
         calendar=calendar,
         automated=_automated(headers, _address(sender_field)),
+        forwarded_from=forwarded_from,
     )
 
 

@@ -138,6 +138,8 @@ class Reply:
     # recognised part by part (a forwarder's name must not swallow what it forwards).
     segments: tuple[str, ...] = ()
     writers: tuple[str, ...] = ()
+    # The From: value of each part's header block ("" for the writer's own part).
+    from_values: tuple[str, ...] = ()
 
 
 def _scan(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
@@ -316,6 +318,8 @@ def _unquote_forwarded(text: str) -> str:
         # forwarded message itself.
         inner = _QUOTE_MARK.sub("", content, count=1)
         above = text[:line.start()].rstrip().rpartition("\n")[2]
+        if _ATTRIBUTION_END.search(above.lower()):
+            return text     # a reply quoting something (a forward in it, even): a quote
         if _FORWARD_LINE.match(inner.rstrip("\n")) or (
                 _BLOCK_FROM.match(inner) and _FORWARD_LINE.match(above)):
             start = line.start()
@@ -413,24 +417,28 @@ def split_reply(text: str, *, forward: bool = False, writer: str = "") -> Reply:
             cuts.append((line.start(), _header_block_end(text, line.end() + 1)))
     for line in _scan(_FORWARD_END, text):
         cuts.append((line.start(), line.end()))
-    segments, writers = [], []
-    position, name = 0, writer
+    segments, writers, from_values = [], [], []
+    position, name, from_value = 0, writer, ""
     for start, end in sorted(set(cuts)):
         if start < position:
             continue
         segments.append(text[position:start])
         writers.append(name)
+        from_values.append(from_value)
         aside.append(text[start:end])
         position, name = end, _writer(text[start:end])
+        found = _FROM_VALUE.search(text[start:end])
+        from_value = found.group(1).strip() if found else ""
     segments.append(text[position:])
     writers.append(name)
+    from_values.append(from_value)
     quoted_parts = []
     for number, segment in enumerate(segments):
         segments[number], quoted = _clean_segment(segment, aside)
         quoted_parts.append(quoted)
     quoted_lines = "".join(quoted_parts)
     return Reply("\n\n".join(segments), quoted_lines + "".join(aside) + below,
-                 quoted_lines + below, tuple(segments), tuple(writers))
+                 quoted_lines + below, tuple(segments), tuple(writers), tuple(from_values))
 
 
 # A closing line ("Best regards,", "Thanks,", "Cheers", "Mit freundlichen Grüßen", …) alone

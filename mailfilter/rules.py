@@ -78,6 +78,13 @@ def _context(new: Features, stored: Features) -> str | None:
     shared = _shared_attachment(new, stored)
     if shared is not None:
         return f"same attachment {shared.name or shared.size}"
+    if new.forwarded_from and ({stored.sender, stored.sender_name} - {0}) & set(
+            new.forwarded_from) and (
+            (new.subject and new.subject == stored.subject)
+            or (new.quoted and new.quoted == stored.quoted)):
+        # A forward of the stored writer's message, under its subject: that message
+        # again (two people's own words alike never name each other this way).
+        return "forwards the stored sender's message, same subject"
     same_address = bool(new.sender) and new.sender == stored.sender
     same_name = bool(new.sender_name) and new.sender_name == stored.sender_name
     if not same_address and not same_name:   # a list may have rewritten the address

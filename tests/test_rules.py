@@ -327,12 +327,6 @@ def test_two_people_answering_one_message_alike_stay_unique(settings: Settings,
     assert verdict.verdict == "unique", verdict.header_value()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rules.py _short/_context: a short text (under min_words) is matched only with the "
-    "same sender, so Bob forwarding Ann's 6-word answer (with its quote) to himself, "
-    "'For the record.' above Gmail's 'Forwarded message' block naming From: Ann, is "
-    "unique (rule short-text); bench/realworld.py resends_and_reencodings misses the "
-    "same at seeds 3, 4 and 6 (forward_gmail/forward_thunderbird of a short original)"))
 def test_a_short_answer_forwarded_to_oneself_is_flagged(settings: Settings,
                                                         tmp_path: Path) -> None:
     """The forwarded block names the original's writer: it is that message again."""
