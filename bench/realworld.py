@@ -82,7 +82,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -92,8 +92,9 @@ if str(BENCH) not in sys.path:
 
 import realworld_cases as rc  # noqa: E402  (bench/ is not a package)
 import realworld_corpus  # noqa: E402
+from quality import apply_overrides  # noqa: E402  (the same --set as bench/quality.py)
 
-from mailfilter.config import Settings, load_settings  # noqa: E402
+from mailfilter.config import load_settings  # noqa: E402
 from mailfilter.engine import Engine  # noqa: E402
 
 CORPUS_NAME = Path("shared") / "corpus" / "spamassassin.tar.gz"
@@ -284,25 +285,6 @@ def run_baselines(case: rc.Case, infos: list[tuple[str, str]],
 
 
 # -- dupfilter -----------------------------------------------------------------------------
-
-def apply_overrides(settings: Settings, overrides: Iterable[str]) -> None:
-    """``section.key=value`` settings overrides (value typed like the default)."""
-    for item in overrides:
-        name, _, text = item.partition("=")
-        section, _, key = name.strip().partition(".")
-        target = getattr(settings, section, None)
-        if target is None or not hasattr(target, key) or not text:
-            raise ValueError(f"bad override {item!r}: want section.key=value")
-        current = getattr(target, key)
-        value: object
-        if isinstance(current, bool):
-            value = text.lower() in ("1", "true", "yes", "on")
-        elif isinstance(current, (int, float)):
-            value = type(current)(text)
-        else:
-            value = text
-        setattr(target, key, value)
-    settings.validate()
 
 
 def aliases_text(case: rc.Case) -> str:

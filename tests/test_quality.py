@@ -10,29 +10,18 @@ beside the checkout, and a missing corpus is a failure, never a skip.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from support import bench
 
-QUALITY = Path(__file__).resolve().parents[1] / "bench" / "quality.py"
 ORIGINALS, UNRELATED, SEED = 150, 300, 1
 
 
 def _load_quality() -> ModuleType:
-    """bench/quality.py as a module (bench/ is not a package)."""
-    name = "dupfilter_bench_quality"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, QUALITY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return bench.load("quality")
 
 
 @pytest.fixture(scope="module")

@@ -12,33 +12,21 @@ message by message) is printed.  The corpus must be present: a missing one is a 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from support import corpus
+from support import bench, corpus
 
-REALWORLD = Path(__file__).resolve().parents[1] / "bench" / "realworld.py"
 SEED, CASES = 2, 20
 MIN_FLAGGED = 0.95
 pytestmark = pytest.mark.slow      # the corpus, ~40 s (left out by -m "not slow")
 
 
 def _load_realworld() -> ModuleType:
-    """bench/realworld.py as a module (bench/ is not a package)."""
-    name = "dupfilter_bench_realworld"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REALWORLD)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return bench.load("realworld")
 
 
 BENCH = _load_realworld()
