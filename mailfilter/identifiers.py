@@ -64,7 +64,9 @@ _WORDS = re.compile(r"[^\W_]+")
 # File paths (/var/log/app/app.log): which file a report is about is its data too.
 _PATH = re.compile(r"(?<![\w/.])/[\w.@-]+(?:/[\w.@-]+)+")
 _NOT_DIGITS = re.compile(r"\D+")
-_DIGIT_WORD = re.compile(rb"[a-z0-9]*[0-9][a-z0-9]*")
+# Tried at word starts only: from every position inside a long word of letters it would
+# scan to the word's end again (quadratic on a 5,000-letter "word").
+_DIGIT_WORD = re.compile(rb"(?<![a-z0-9])[a-z0-9]*[0-9][a-z0-9]*")
 # A record keeps the hashes of up to this many different identifiers, else a bit map.
 EXACT_IDENTIFIERS = 32
 IDENTIFIER_BITS = 1024
