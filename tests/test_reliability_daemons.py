@@ -385,10 +385,12 @@ class LoadResult:
 
 
 def load_message(token: str, number: int) -> bytes:
-    """A message whose Message-ID carries ``token``; every LOAD_TEXTS-th one repeats."""
+    """A message whose Message-ID carries ``token``; every LOAD_TEXTS-th one repeats,
+    under the same subject (a number in the subject is data: with the token there, each
+    repeat would be another message)."""
     return make_message(paragraph_text(number % LOAD_TEXTS + 500_000, 120),
-                        subject=f"load {token}", message_id=f"<{token}@load.test>",
-                        crlf=True)
+                        subject=f"load test {number % LOAD_TEXTS:05d}",
+                        message_id=f"<{token}@load.test>", crlf=True)
 
 
 def drive(pf: PostfixHarness, port: int, name: str, count: int = LOAD_MESSAGES,
