@@ -16,10 +16,8 @@ import codecs
 import quopri
 import re
 from dataclasses import dataclass, field
-from urllib.parse import unquote
 
 import xxhash
-from selectolax.lexbor import LexborHTMLParser
 
 from mailfilter.boilerplate import split_boilerplate
 from mailfilter.features import CalendarSummary
@@ -208,6 +206,7 @@ def decode_text(data: bytes, charset: str | None, defects: list[str] | None = No
 
 def html_to_text(html: str) -> str:
     """Visible text of an HTML part (Lexbor), blockquotes marked as quoted lines."""
+    from selectolax.lexbor import LexborHTMLParser  # HTML parts only
     try:
         # A source line break right after <br> or a closing block tag would double the
         # break inserted for the tag: every line of <br>-separated HTML would be followed
@@ -322,6 +321,7 @@ def _parameter(params: dict[str, str], name: str) -> str | None:
     extended = params.get(name + "*") or params.get(name + "*0*") or params.get(name + "*0")
     if extended is None:
         return None
+    from urllib.parse import unquote
     return unquote(_RFC2231_VALUE.sub("", extended), errors="replace")
 
 
