@@ -16,7 +16,6 @@ import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import xxhash
@@ -124,12 +123,19 @@ def character_histogram(data: bytes) -> tuple[bytes, int]:
     return bytes(values), total
 
 
+_NUMPY_BINS: tuple = ()      # (bin byte values, their upper-case twins, letter mask)
+
+
 def _bin_counts_numpy(data: bytes) -> list[int]:
     import numpy as np
+    global _NUMPY_BINS
+    if not _NUMPY_BINS:
+        bins = np.frombuffer(ALPHABET, dtype=np.uint8).astype(np.intp)
+        upper = np.frombuffer(ALPHABET.upper(), dtype=np.uint8).astype(np.intp)
+        _NUMPY_BINS = (bins, upper, bins != upper)
+    bins, upper, letters = _NUMPY_BINS
     by_byte = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
-    bins = np.frombuffer(ALPHABET, dtype=np.uint8).astype(np.intp)
-    upper = np.frombuffer(ALPHABET.upper(), dtype=np.uint8).astype(np.intp)
-    return (by_byte[bins] + np.where(bins != upper, by_byte[upper], 0)).tolist()
+    return (by_byte[bins] + np.where(letters, by_byte[upper], 0)).tolist()
 
 
 def raw_histogram(raw: bytes) -> bytes:
@@ -174,22 +180,22 @@ def _token_hashes(tokens: Sequence[str] | Sequence[bytes]) -> list[int]:
     """xxh3-64 of every token's UTF-8 bytes, in order.
 
     Tokens may be ``str`` or their UTF-8 ``bytes`` (both hash alike).  Memoised, since
-    mail vocabulary repeats; the per-token lookups run in C (``itemgetter``) rather than
-    in a Python loop.
+    mail vocabulary repeats: one ``dict.get`` per token, in C (``map``); only a text with
+    words the cache does not hold yet goes through them again.
     """
     cache = _TOKEN_CACHE
-    missing = set(tokens).difference(cache)
-    if missing:
-        if len(cache) + len(missing) > _TOKEN_CACHE_MAX:
-            cache.clear()
-            missing = set(tokens)
-        hash64 = xxhash.xxh3_64_intdigest
-        for token in missing:
-            cache[token] = hash64(token if isinstance(token, bytes)
-                                  else token.encode("utf-8", "surrogatepass"))
-    if len(tokens) == 1:
-        return [cache[tokens[0]]]
-    return list(itemgetter(*tokens)(cache))
+    values = list(map(cache.get, tokens))
+    if None not in values:
+        return values
+    missing = {token for token, value in zip(tokens, values, strict=True) if value is None}
+    if len(cache) + len(missing) > _TOKEN_CACHE_MAX:
+        cache.clear()
+        missing = set(tokens)
+    hash64 = xxhash.xxh3_64_intdigest
+    for token in missing:
+        cache[token] = hash64(token if isinstance(token, bytes)
+                              else token.encode("utf-8", "surrogatepass"))
+    return list(map(cache.__getitem__, tokens))
 
 
 def _token_hash_bytes(tokens: Sequence[str] | Sequence[bytes]) -> bytes:
@@ -225,6 +231,9 @@ def _check_ngram(ngram: int) -> None:
         raise ValueError(f"n-gram size must be 1..{len(_WEIGHTS)}, not {ngram}")
 
 
+_NUMPY_CONSTANTS: tuple = ()  # the weights and the finaliser's constants as numpy values
+
+
 def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.ndarray:
     """The 32-bit hash of the n-gram starting at each token position, in order (uint32).
 
@@ -237,22 +246,25 @@ def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.nda
     computed without numpy where that is cheaper.
     """
     import numpy as np
+    global _NUMPY_CONSTANTS
     _check_ngram(ngram)
     if len(tokens) < ngram:
         return np.empty(0, dtype=np.uint32)
+    if not _NUMPY_CONSTANTS:
+        _NUMPY_CONSTANTS = (np.array(_WEIGHTS, dtype=np.uint64), np.uint64(_FMIX_1),
+                            np.uint64(_FMIX_2), np.uint64(33), np.uint64(32))
+    weights, fmix_1, fmix_2, shift_33, shift_32 = _NUMPY_CONSTANTS
     token_hashes = np.frombuffer(_token_hash_bytes(tokens), dtype="<u8")
-    weights = np.array(_WEIGHTS[:ngram], dtype=np.uint64)
     count = len(token_hashes) - ngram + 1
     mixed = token_hashes[:count] * weights[0]
     for position in range(1, ngram):
         mixed += token_hashes[position:position + count] * weights[position]
-    shift_33 = np.uint64(33)
     mixed ^= mixed >> shift_33
-    mixed *= np.uint64(_FMIX_1)
+    mixed *= fmix_1
     mixed ^= mixed >> shift_33
-    mixed *= np.uint64(_FMIX_2)
+    mixed *= fmix_2
     mixed ^= mixed >> shift_33
-    return (mixed >> np.uint64(32)).astype(np.uint32)
+    return (mixed >> shift_32).astype(np.uint32)
 
 
 def shingle_list(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> list[int]:
