@@ -21,6 +21,7 @@ ratio of each median to ``python -I -c pass``'s in the same run.
     python bench/cold_start.py                       # 100k records, 100 rounds
     python bench/cold_start.py --runs 30 --store /tmp/cold-store   # reuse a built store
     python bench/cold_start.py --importtime 20       # also: where the import time goes
+    python bench/cold_start.py --compare ../old      # and another checkout's dupfilter, same run
 """
 
 from __future__ import annotations
@@ -129,6 +130,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=100, help="rounds (one run of each)")
     parser.add_argument("--store", type=Path,
                         help="store folder to build once and reuse (default: a temporary one)")
+    parser.add_argument("--compare", type=Path, metavar="CHECKOUT",
+                        help="also run another checkout's mailfilter (e.g. the previous "
+                             "release, unpacked with git archive) in the same rounds")
     parser.add_argument("--importtime", type=int, default=0, metavar="N",
                         help="also list the pipe filter's slowest imports (median of N runs)")
     return parser.parse_args(argv)
@@ -148,8 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # As an installed package has them: pip compiles the modules when it installs a
         # wheel, while a checkout run with PYTHONDONTWRITEBYTECODE=1 would compile
         # mailfilter's sources again in every process.
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "mailfilter")],
-                       check=True)
+        for checkout in (REPO, args.compare):
+            if checkout is not None:
+                subprocess.run([sys.executable, "-m", "compileall", "-q",
+                                str(checkout / "mailfilter")], check=True)
         store = args.store or tmp / "store"
         build_store(store, args.records, corpus_root)
         paths = message_files(corpus_root)
@@ -162,6 +168,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "dupfilter --tag": [*dupfilter, "--db", str(store), "--tag"],
             "dupfilter --check": [*dupfilter, "--db", str(store), "--check"],
         }
+        environments = {name: env for name in commands}
+        if args.compare is not None:
+            other = dict(env, PYTHONPATH=str(args.compare.resolve()))
+            for mode in ("--tag", "--check"):
+                name = f"dupfilter {mode} ({args.compare.name})"
+                commands[name] = [*dupfilter, "--db", str(store), mode]
+                environments[name] = other
         wall: dict[str, list[float]] = {n: [] for n in commands}
         cpu: dict[str, list[float]] = {n: [] for n in commands}
         names = list(commands)
@@ -169,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raw = messages[round_no % len(messages)]
             shift = round_no % len(names)
             for name in names[shift:] + names[:shift]:
-                seconds, cpu_seconds, _ = timed(commands[name], raw, env)
+                seconds, cpu_seconds, _ = timed(commands[name], raw, environments[name])
                 wall[name].append(seconds)
                 cpu[name].append(cpu_seconds)
         load = os.getloadavg()
