@@ -181,21 +181,23 @@ def _token_hashes(tokens: Sequence[str] | Sequence[bytes]) -> list[int]:
 
     Tokens may be ``str`` or their UTF-8 ``bytes`` (both hash alike).  Memoised, since
     mail vocabulary repeats: one ``dict.get`` per token, in C (``map``); only a text with
-    words the cache does not hold yet goes through them again.
+    words the cache does not hold yet is gone through again in Python.
     """
     cache = _TOKEN_CACHE
     values = list(map(cache.get, tokens))
     if None not in values:
         return values
-    missing = {token for token, value in zip(tokens, values, strict=True) if value is None}
-    if len(cache) + len(missing) > _TOKEN_CACHE_MAX:
-        cache.clear()
-        missing = set(tokens)
     hash64 = xxhash.xxh3_64_intdigest
-    for token in missing:
-        cache[token] = hash64(token if isinstance(token, bytes)
-                              else token.encode("utf-8", "surrogatepass"))
-    return list(map(cache.__getitem__, tokens))
+    new = {token: hash64(token if isinstance(token, bytes)
+                         else token.encode("utf-8", "surrogatepass"))
+           for token, value in zip(tokens, values, strict=True) if value is None}
+    if len(cache) + len(new) > _TOKEN_CACHE_MAX:
+        cache.clear()
+    cache.update(new)
+    # From this message's own lookups, not the shared cache again: another thread (a
+    # daemon's sessions share it) may have cleared it meanwhile.
+    return [new[token] if value is None else value
+            for token, value in zip(tokens, values, strict=True)]
 
 
 def _token_hash_bytes(tokens: Sequence[str] | Sequence[bytes]) -> bytes:
