@@ -22,6 +22,7 @@ ratio of each median to ``python -I -c pass``'s in the same run.
     python bench/cold_start.py --runs 30 --store /tmp/cold-store   # reuse a built store
     python bench/cold_start.py --importtime 20       # also: where the import time goes
     python bench/cold_start.py --compare ../old      # and another checkout's dupfilter, same run
+    python bench/cold_start.py --no-site             # also all three without site/.pth files
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import os
 import re
 import resource
 import shutil
+import site
 import statistics
 import subprocess
 import sys
@@ -133,6 +135,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--compare", type=Path, metavar="CHECKOUT",
                         help="also run another checkout's mailfilter (e.g. the previous "
                              "release, unpacked with git archive) in the same rounds")
+    parser.add_argument("--no-site", action="store_true",
+                        help="also run pass, the floor and --tag with python -I -S (no .pth "
+                             "files: what a machine's own site setup adds, left out)")
     parser.add_argument("--importtime", type=int, default=0, metavar="N",
                         help="also list the pipe filter's slowest imports (median of N runs)")
     return parser.parse_args(argv)
@@ -168,6 +173,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             "dupfilter --tag": [*dupfilter, "--db", str(store), "--tag"],
             "dupfilter --check": [*dupfilter, "--db", str(store), "--check"],
         }
+        if args.no_site:
+            # The same without `site`: no .pth file runs (a machine's own, e.g. one that
+            # imports certifi at every start, inflates `python -I -c pass`); the
+            # site-packages folders are put on sys.path by hand.
+            paths = [str(REPO), *site.getsitepackages()]
+            prefix = f"import sys; sys.path[1:1] = {paths!r}; "
+            commands["python -I -S -c pass"] = [sys.executable, "-I", "-S", "-c", "pass"]
+            commands["floor, -I -S"] = [sys.executable, "-I", "-S", "-c", prefix + FLOOR]
+            commands["dupfilter --tag, -I -S"] = [
+                sys.executable, "-I", "-S", "-c",
+                prefix + "from mailfilter.cli.pipe import main; sys.exit(main())",
+                "--db", str(store), "--tag"]
         environments = {name: env for name in commands}
         if args.compare is not None:
             other = dict(env, PYTHONPATH=str(args.compare.resolve()))
@@ -206,6 +223,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("  ".join("-" * w for w in widths))
         print("x pass = median / the median of `python -I -c pass` in this run "
               "(target: dupfilter <= 2)")
+        if args.no_site:
+            bare_wall = statistics.median(wall["python -I -S -c pass"])
+            bare_cpu = statistics.median(cpu["python -I -S -c pass"])
+            for name in ("floor, -I -S", "dupfilter --tag, -I -S"):
+                print(f"{name}: {statistics.median(wall[name]) / bare_wall:.2f} x wall, "
+                      f"{statistics.median(cpu[name]) / bare_cpu:.2f} x CPU of "
+                      "`python -I -S -c pass`")
         if args.importtime:
             print()
             print(importtime("mailfilter.cli.pipe", env, args.importtime))
