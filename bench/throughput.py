@@ -43,11 +43,17 @@ SLOW_MS = 50.0
 TIME = "/usr/bin/time"
 SCAN = "dupfilter-db scan"
 # Runs in its own interpreter: one warm-up call, then parse + compute each listed file and
-# print its milliseconds.
+# print its milliseconds (with numpy, as dupfilter-db and the daemons fingerprint).
 PER_MESSAGE = r"""
 import sys, time
 from mailfilter.fingerprint import compute
 from mailfilter.message import parse
+try:
+    from mailfilter.fingerprint import use_numpy    # as batch work and the daemons do
+except ImportError:                                # a checkout from before it (numpy always)
+    pass
+else:
+    use_numpy()
 compute(parse(b"Subject: warm-up\n\nfirst call: lazy imports and compiled patterns\n"))
 with open(sys.argv[1], encoding="utf-8") as names:
     for name in names:
