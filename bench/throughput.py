@@ -2,12 +2,14 @@
 
 Each round runs every tool once, as its own child process, over the same messages:
 ``dupfilter-db import`` and ``dupfilter-db scan --json`` (fresh stores), the seed's Perl
-Text::DeDuper, datasketch MinHash + MinHashLSH, procmail's ``formail -D`` (Message-ID cache)
+Text::DeDuper, datasketch MinHash + MinHashLSH, rensa's RMinHash + RMinHashLSH (Rust),
+procmail's ``formail -D`` (Message-ID cache)
 and mailfilter's parse + compute alone, timed per message.  The order rotates from round to
 round; the table gives medians over rounds.  Peak RSS is the child's maximum resident set
 as GNU time reports it.
 
     python bench/throughput.py [--rounds 3] [--limit N] [--corpus TGZ] [--deduper SEED]
+                               [--only NAME,...]
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -40,11 +43,17 @@ SLOW_MS = 50.0
 TIME = "/usr/bin/time"
 SCAN = "dupfilter-db scan"
 # Runs in its own interpreter: one warm-up call, then parse + compute each listed file and
-# print its milliseconds.
+# print its milliseconds (with numpy, as dupfilter-db and the daemons fingerprint).
 PER_MESSAGE = r"""
 import sys, time
 from mailfilter.fingerprint import compute
 from mailfilter.message import parse
+try:
+    from mailfilter.fingerprint import use_numpy    # as batch work and the daemons do
+except ImportError:                                # a checkout from before it (numpy always)
+    pass
+else:
+    use_numpy()
 compute(parse(b"Subject: warm-up\n\nfirst call: lazy imports and compiled patterns\n"))
 with open(sys.argv[1], encoding="utf-8") as names:
     for name in names:
@@ -63,6 +72,7 @@ class Child:
     seconds: float
     peak_rss_kb: int
     stdout: Path
+    cpu_seconds: float = 0.0     # user + system of the child and the children it waited for
 
 
 @dataclass
@@ -73,6 +83,7 @@ class Tool:
     run: Callable[[Path], Child]
     found: Callable[[Child], str]
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
     rss_kb: list[int] = field(default_factory=list)
     found_text: str = ""
 
@@ -100,14 +111,17 @@ def run_child(argv: Sequence[str | Path], workdir: Path, *, stdin: Path | None =
     out, err, rss = workdir / "stdout", workdir / "stderr", workdir / "maxrss"
     with (open(out, "wb") as stdout, open(err, "wb") as stderr,
           open(stdin or os.devnull, "rb") as source):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         code = subprocess.call([TIME, "-f", "%M", "-o", str(rss), *map(str, argv)],
                                stdin=source, stdout=stdout, stderr=stderr, cwd=workdir, env=env)
         seconds = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if code != 0:
         tail = err.read_text(errors="replace")[-2000:]
         raise RuntimeError(f"{argv[0]} exited {code}:\n{tail}")
-    return Child(seconds, int(rss.read_text().split()[-1]), out)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Child(seconds, int(rss.read_text().split()[-1]), out, cpu)
 
 
 def megabytes(kilobytes: float) -> float:
@@ -138,9 +152,10 @@ def ensure_peers() -> None:
         if subprocess.run(install, env=env).returncode:
             subprocess.run(["apt-get", "update"], env=env, check=True)
             subprocess.run(install, env=env, check=True)
-    if importlib.util.find_spec("datasketch") is None:
-        print("installing datasketch (pip)", flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "datasketch>=1.5"], check=True)
+    for module, requirement in (("datasketch", "datasketch>=1.5"), ("rensa", "rensa>=0.5")):
+        if importlib.util.find_spec(module) is None:
+            print(f"installing {module} (pip)", flush=True)
+            subprocess.run([sys.executable, "-m", "pip", "install", requirement], check=True)
 
 
 def dupfilter_db() -> list[str] | None:
@@ -237,6 +252,9 @@ def tools(corpus: Corpus, dupfilter: list[str] | None,
         Tool("datasketch LSH 0.5", lambda w: run_child(
             [sys.executable, PEERS / "datasketch_peer.py", listing], w, env=env),
             lambda c: f"{counted('similar')(c)} similar"),
+        Tool("rensa LSH 0.5", lambda w: run_child(
+            [sys.executable, PEERS / "rensa_peer.py", listing], w, env=env),
+            lambda c: f"{counted('similar')(c)} similar"),
         Tool("formail -D", lambda w: run_child(
             ["formail", "-D", FORMAIL_CACHE_BYTES, w / "idcache", "-s"], w, stdin=corpus.mbox),
             formail_found(count)),
@@ -268,29 +286,41 @@ def run_rounds(contenders: list[Tool], rounds: int, tmp: Path) -> None:
             workdir.mkdir()
             child = tool.run(workdir)
             tool.seconds.append(child.seconds)
+            tool.cpu_seconds.append(child.cpu_seconds)
             tool.rss_kb.append(child.peak_rss_kb)
             found = tool.found(child)
             tool.found_text = tool.found_text or found
             shutil.rmtree(workdir)
-            print(f"round {round_no + 1}/{rounds}: {tool.name}: {child.seconds:.2f} s, "
+            print(f"round {round_no + 1}/{rounds}: {tool.name}: {child.seconds:.2f} s "
+                  f"({child.cpu_seconds:.2f} s CPU), "
                   f"{megabytes(child.peak_rss_kb):.0f} MB, found {found}",
                   file=sys.stderr, flush=True)
 
 
 def table(contenders: list[Tool], count: int, total_bytes: int) -> str:
-    """Aligned plain-text table of medians, with dupfilter scan's ratios to each tool."""
+    """Aligned plain-text table of medians, with dupfilter scan's ratios to each tool: of
+    wall time for the default scan and for ``--jobs 1``, and of CPU time for ``--jobs 1``
+    (the measure a loaded machine inflates least)."""
     speeds = {t.name: count / statistics.median(t.seconds) for t in contenders}
+    cpu_speeds = {t.name: count / statistics.median(t.cpu_seconds) for t in contenders}
     rss_mb = {t.name: megabytes(statistics.median(t.rss_kb)) for t in contenders}
-    header = ("tool", "seconds", "msg/s", "MB/s", "peak RSS MB",
-              "scan speed x", "scan RSS x", "found (informative)")
+    one = f"{SCAN} --jobs 1"
+    header = ("tool", "seconds", "msg/s", "CPU s", "msg/CPU s", "MB/s", "peak RSS MB",
+              "scan speed x", "scan RSS x", "jobs 1 speed x", "jobs 1 CPU x",
+              "found (informative)")
     rows = [header]
     for tool in contenders:
         seconds = statistics.median(tool.seconds)
-        ratios = ("-", "-")
+        ratios = ["-"] * 4
         if SCAN in speeds and tool.name != SCAN:
-            ratios = (f"{speeds[SCAN] / speeds[tool.name]:.2f}",
-                      f"{rss_mb[SCAN] / rss_mb[tool.name]:.2f}")
+            ratios[:2] = (f"{speeds[SCAN] / speeds[tool.name]:.2f}",
+                          f"{rss_mb[SCAN] / rss_mb[tool.name]:.2f}")
+        if one in speeds and tool.name != one:
+            ratios[2:] = (f"{speeds[one] / speeds[tool.name]:.2f}",
+                          f"{cpu_speeds[one] / cpu_speeds[tool.name]:.2f}")
         rows.append((tool.name, f"{seconds:.2f}", f"{speeds[tool.name]:.0f}",
+                     f"{statistics.median(tool.cpu_seconds):.2f}",
+                     f"{cpu_speeds[tool.name]:.0f}",
                      f"{total_bytes / 1e6 / seconds:.2f}", f"{rss_mb[tool.name]:.0f}",
                      *ratios, tool.found_text))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -324,6 +354,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="the seed's Text::DeDuper module text")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; medians are reported")
     parser.add_argument("--limit", type=int, help="use only the first N messages")
+    parser.add_argument("--only", metavar="NAME,...",
+                        help="run only the tools whose names contain one of these "
+                             "(e.g. 'jobs 1,rensa'); the ratios need scan --jobs 1 or scan")
     args = parser.parse_args(argv)
     if args.rounds < 1 or (args.limit is not None and args.limit < 1):
         parser.error("--rounds and --limit must be at least 1")
@@ -341,15 +374,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         count = len(corpus.paths)
         per_message: list[list[float]] = []
         contenders = tools(corpus, dupfilter, per_message)
+        if args.only:
+            wanted = [part.strip() for part in args.only.split(",") if part.strip()]
+            contenders = [t for t in contenders if any(w in t.name for w in wanted)]
         print(f"{count} messages, {corpus.total_bytes / 1e6:.1f} MB, {args.rounds} round(s)"
               + ("; no mailfilter/cli.py yet: dupfilter-db skipped" if dupfilter is None else ""),
               flush=True)
         run_rounds(contenders, args.rounds, tmp)
         print()
         print(table(contenders, count, corpus.total_bytes))
-        print("scan speed x = scan msg/s / tool msg/s; scan RSS x = scan peak RSS / tool's")
-        print()
-        print(slowest(per_message, corpus))
+        print("scan speed x = scan msg/s / tool msg/s; scan RSS x = scan peak RSS / tool's; "
+              "jobs 1 speed x, CPU x: the same for scan --jobs 1, of wall and of CPU time")
+        if per_message:
+            print()
+            print(slowest(per_message, corpus))
 
 
 if __name__ == "__main__":

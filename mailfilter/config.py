@@ -9,14 +9,11 @@ bad value is a :class:`ConfigError` that names the key, the file and the line.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import parse_qsl, urlsplit
 
 from mailfilter.names import MILTER_ACTIONS, ON_ERROR, SMTPD_ACTIONS, VERDICTS, Action, Kind
 
@@ -419,6 +416,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, *,
         text = chosen.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"{chosen}: cannot read configuration: {error.strerror}") from None
+    import tomllib  # only with a settings file (the pipe filter often has none)
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -462,6 +460,7 @@ def check_host(host: str, value: object, expected: str, example: str) -> str:
     if not host:
         _refuse(value, "names no host (an empty host means every interface)", expected,
                 example)
+    import ipaddress
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
@@ -488,6 +487,7 @@ def check_host(host: str, value: object, expected: str, example: str) -> str:
 
 def is_loopback(host: str) -> bool:
     """True for 127.0.0.0/8, ::1 and ``localhost``: what only this machine can reach."""
+    import ipaddress
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
@@ -603,6 +603,7 @@ def parse_milter_socket(text: str) -> str:
     port = _port(port_text, text, MILTER_FORMS, example)
     family = check_host(host, text, MILTER_FORMS, example)
     if family == "ipv6":
+        import ipaddress
         return f"inet6:{port}@{ipaddress.ip_address(host).compressed}"
     if kind == "inet6" and family == "ipv4":
         _refuse(text, "has an IPv4 address after inet6:", MILTER_FORMS,
@@ -687,6 +688,7 @@ def check_store(location: str) -> None:
 
 
 def _check_redis_url(url: str, example: str) -> None:
+    from urllib.parse import parse_qsl, urlsplit
     try:
         parts = urlsplit(url)
         port = parts.port

@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mailfilter import fingerprint as fingerprints
 from mailfilter.aliases import load_aliases
@@ -19,8 +19,12 @@ from mailfilter.config import FingerprintSettings, Settings
 from mailfilter.detector import UNIQUE, Detector, Verdict
 from mailfilter.message import parse
 from mailfilter.policy import compile_rules, first_match
-from mailfilter.recorder import Recorder
 from mailfilter.store import Store, open_store
+
+if TYPE_CHECKING:       # the writer thread (and concurrent.futures) only for daemons and batches
+    from concurrent.futures import Future
+
+    from mailfilter.recorder import Recorder
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +143,7 @@ class Engine:
         if recorder is None:
             with self._recorder_lock:
                 if self._recorder is None:
+                    from mailfilter.recorder import Recorder
                     self._recorder = Recorder(self.store.atomically)
                 recorder = self._recorder
         return recorder

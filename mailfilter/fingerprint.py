@@ -16,11 +16,12 @@ import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
+from typing import TYPE_CHECKING
 
-import numpy as np
 import xxhash
-from pyfastcdc.cy import FastCDC
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from mailfilter.features import (
     EMPTY,
@@ -70,11 +71,36 @@ class Fingerprint:
         return self.attachment_bytes > 0
 
 
+# numpy is imported only by processes that fingerprint many messages (dupfilter-db's batch
+# work, the daemons: see use_numpy); the pipe filter, which starts for one message, does the
+# same arithmetic in Python and never pays numpy's import (about 70 ms, more than the
+# Python arithmetic of any but the longest messages).  Both ways give the same values, bit
+# for bit (tests/test_fingerprint.py compares them).
+# Measured (µs, Python / numpy): 32 tokens 32 / 42, 64 tokens 75 / 23, 512 tokens 1,046 / 95;
+# histogram of 256 bytes 7 / 8, 1 KB 38 / 8.  Importing numpy costs about 70-100 ms of CPU,
+# what Python takes for about 45,000 tokens or 2 MB of text.
+_VECTOR_MIN_TOKENS = 64         # fewer tokens: Python is as fast as numpy's per-call setup
+_VECTOR_MIN_BYTES = 512         # the same for the histogram's bytes
+_COLD_MAX_TOKENS = 50_000       # more, in a process without numpy: importing it pays off
+_COLD_MAX_BYTES = 2_000_000
+
+
+def use_numpy() -> None:
+    """Import numpy now, so that long texts are hashed and counted with it (batch work and
+    daemons call this once at start; before a daemon drops privileges, too)."""
+    import numpy  # noqa: F401
+
+
+def _numpy_loaded() -> bool:
+    """True when this process has imported numpy (see :func:`use_numpy`).  An import
+    under way in another thread is waited for by the ``import`` statement itself."""
+    return "numpy" in sys.modules
+
+
 # Byte values whose counts make each bin: the digit or lower-case letter, and for letters
 # its upper-case twin (chisto folds case with tolower() in the C locale).
-_BIN_BYTES = np.frombuffer(ALPHABET, dtype=np.uint8).astype(np.intp)
-_UPPER_BYTES = np.frombuffer(ALPHABET.upper(), dtype=np.uint8).astype(np.intp)
-_LETTERS = _BIN_BYTES != _UPPER_BYTES
+_FOLD_CASE = bytes.maketrans(ALPHABET.upper(), ALPHABET)
+_BIN_VALUES = list(ALPHABET)
 
 
 def character_histogram(data: bytes) -> tuple[bytes, int]:
@@ -82,17 +108,35 @@ def character_histogram(data: bytes) -> tuple[bytes, int]:
 
     Only ASCII ``0-9``, ``a-z`` and ``A-Z`` (folded to lower case) count, as in the C locale.
     A count above 255 scales every bin by ``255/max`` with truncation, like
-    ``(char)((double)work[k] * factor)``.  One ``bincount`` pass over the bytes.
+    ``(char)((double)work[k] * factor)``.  One ``bincount`` pass over the bytes (numpy), or
+    a case fold and 36 ``count`` passes.
     """
-    by_byte = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
-    counts = by_byte[_BIN_BYTES] + np.where(_LETTERS, by_byte[_UPPER_BYTES], 0)
-    values = counts.tolist()
+    if len(data) >= _VECTOR_MIN_BYTES and (_numpy_loaded() or len(data) >= _COLD_MAX_BYTES):
+        values = _bin_counts_numpy(data)
+    else:
+        folded = data.translate(_FOLD_CASE)
+        values = [folded.count(value) for value in _BIN_VALUES]
     largest = max(values)
     total = sum(values)
     if largest > 255:
         factor = 255.0 / float(largest)
         values = [int(float(count) * factor) & 0xFF for count in values]
     return bytes(values), total
+
+
+_NUMPY_BINS: tuple = ()      # (bin byte values, their upper-case twins, letter mask)
+
+
+def _bin_counts_numpy(data: bytes) -> list[int]:
+    import numpy as np
+    global _NUMPY_BINS
+    if not _NUMPY_BINS:
+        bins = np.frombuffer(ALPHABET, dtype=np.uint8).astype(np.intp)
+        upper = np.frombuffer(ALPHABET.upper(), dtype=np.uint8).astype(np.intp)
+        _NUMPY_BINS = (bins, upper, bins != upper)
+    bins, upper, letters = _NUMPY_BINS
+    by_byte = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
+    return (by_byte[bins] + np.where(letters, by_byte[upper], 0)).tolist()
 
 
 def raw_histogram(raw: bytes) -> bytes:
@@ -133,24 +177,33 @@ _TOKEN_CACHE: dict[str | bytes, int] = {}
 _TOKEN_CACHE_MAX = 200_000
 
 
-def _token_hash_bytes(tokens: Sequence[str] | Sequence[bytes]) -> bytes:
-    """xxh3-64 of every token's UTF-8 bytes, packed as little-endian u64 (8 bytes a token).
+def _token_hashes(tokens: Sequence[str] | Sequence[bytes]) -> list[int]:
+    """xxh3-64 of every token's UTF-8 bytes, in order.
 
     Tokens may be ``str`` or their UTF-8 ``bytes`` (both hash alike).  Memoised, since
-    mail vocabulary repeats; the per-token lookups run in C (``itemgetter``) rather than
-    in a Python loop.
+    mail vocabulary repeats: one ``dict.get`` per token, in C (``map``); only a text with
+    words the cache does not hold yet is gone through again in Python.
     """
     cache = _TOKEN_CACHE
-    missing = set(tokens).difference(cache)
-    if missing:
-        if len(cache) + len(missing) > _TOKEN_CACHE_MAX:
-            cache.clear()
-            missing = set(tokens)
-        hash64 = xxhash.xxh3_64_intdigest
-        for token in missing:
-            cache[token] = hash64(token if isinstance(token, bytes)
-                                  else token.encode("utf-8", "surrogatepass"))
-    values = array("Q", [cache[tokens[0]]] if len(tokens) == 1 else itemgetter(*tokens)(cache))
+    values = list(map(cache.get, tokens))
+    if None not in values:
+        return values
+    hash64 = xxhash.xxh3_64_intdigest
+    new = {token: hash64(token if isinstance(token, bytes)
+                         else token.encode("utf-8", "surrogatepass"))
+           for token, value in zip(tokens, values, strict=True) if value is None}
+    if len(cache) + len(new) > _TOKEN_CACHE_MAX:
+        cache.clear()
+    cache.update(new)
+    # From this message's own lookups, not the shared cache again: another thread (a
+    # daemon's sessions share it) may have cleared it meanwhile.
+    return [new[token] if value is None else value
+            for token, value in zip(tokens, values, strict=True)]
+
+
+def _token_hash_bytes(tokens: Sequence[str] | Sequence[bytes]) -> bytes:
+    """The hashes of :func:`_token_hashes` packed as little-endian u64 (8 bytes a token)."""
+    values = array("Q", _token_hashes(tokens))
     if sys.byteorder == "big":
         values.byteswap()
     return values.tobytes()
@@ -158,12 +211,12 @@ def _token_hash_bytes(tokens: Sequence[str] | Sequence[bytes]) -> bytes:
 
 # n-gram hashing (see shingle_array): odd 64-bit weights, one per position in the
 # n-gram, drawn from splitmix64 so that they are fixed forever; then murmur3's 64-bit
-# finaliser.  All of it is numpy arithmetic modulo 2**64, a few array passes per message.
+# finaliser.  All of it is arithmetic modulo 2**64: a few numpy array passes per message,
+# or the same in Python integers (masked to 64 bits) for short texts and cold processes.
 _SPLITMIX_GAMMA = 0x9E3779B97F4A7C15
-_FMIX_1 = np.uint64(0xFF51AFD7ED558CCD)
-_FMIX_2 = np.uint64(0xC4CEB9FE1A85EC53)
-_SHIFT_33 = np.uint64(33)
-_SHIFT_32 = np.uint64(32)
+_MASK_64 = 0xFFFFFFFFFFFFFFFF
+_FMIX_1 = 0xFF51AFD7ED558CCD
+_FMIX_2 = 0xC4CEB9FE1A85EC53
 
 
 def _splitmix64(state: int) -> int:
@@ -173,8 +226,15 @@ def _splitmix64(state: int) -> int:
     return value ^ (value >> 31)
 
 
-_POSITION_WEIGHTS = np.array(
-    [_splitmix64(position * _SPLITMIX_GAMMA) | 1 for position in range(64)], dtype=np.uint64)
+_WEIGHTS = tuple(_splitmix64(position * _SPLITMIX_GAMMA) | 1 for position in range(64))
+
+
+def _check_ngram(ngram: int) -> None:
+    if ngram < 1 or ngram > len(_WEIGHTS):
+        raise ValueError(f"n-gram size must be 1..{len(_WEIGHTS)}, not {ngram}")
+
+
+_NUMPY_CONSTANTS: tuple = ()  # the weights and the finaliser's constants as numpy values
 
 
 def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.ndarray:
@@ -185,28 +245,81 @@ def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.nda
     different odd weight per position.  Order and token boundaries count (``ab c`` and
     ``a bc`` differ), the value is the same on every machine and in every process
     (Python's randomised ``hash()`` is never used), and the work is a few numpy passes
-    instead of one hash call per position.
+    instead of one hash call per position.  :func:`shingle_list` is the same as a list,
+    computed without numpy where that is cheaper.
     """
-    if ngram < 1 or ngram > len(_POSITION_WEIGHTS):
-        raise ValueError(f"n-gram size must be 1..{len(_POSITION_WEIGHTS)}, not {ngram}")
+    import numpy as np
+    global _NUMPY_CONSTANTS
+    _check_ngram(ngram)
     if len(tokens) < ngram:
         return np.empty(0, dtype=np.uint32)
+    if not _NUMPY_CONSTANTS:
+        _NUMPY_CONSTANTS = (np.array(_WEIGHTS, dtype=np.uint64), np.uint64(_FMIX_1),
+                            np.uint64(_FMIX_2), np.uint64(33), np.uint64(32))
+    weights, fmix_1, fmix_2, shift_33, shift_32 = _NUMPY_CONSTANTS
     token_hashes = np.frombuffer(_token_hash_bytes(tokens), dtype="<u8")
     count = len(token_hashes) - ngram + 1
-    mixed = token_hashes[:count] * _POSITION_WEIGHTS[0]
+    mixed = token_hashes[:count] * weights[0]
     for position in range(1, ngram):
-        mixed += token_hashes[position:position + count] * _POSITION_WEIGHTS[position]
-    mixed ^= mixed >> _SHIFT_33
-    mixed *= _FMIX_1
-    mixed ^= mixed >> _SHIFT_33
-    mixed *= _FMIX_2
-    mixed ^= mixed >> _SHIFT_33
-    return (mixed >> _SHIFT_32).astype(np.uint32)
+        mixed += token_hashes[position:position + count] * weights[position]
+    mixed ^= mixed >> shift_33
+    mixed *= fmix_1
+    mixed ^= mixed >> shift_33
+    mixed *= fmix_2
+    mixed ^= mixed >> shift_33
+    return (mixed >> shift_32).astype(np.uint32)
+
+
+def shingle_list(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> list[int]:
+    """:func:`shingle_array` as a list of ints: with numpy when this process has it and the
+    text is long enough for it to pay, else in Python integers (the same values)."""
+    _check_ngram(ngram)
+    if len(tokens) < ngram:
+        return []
+    if len(tokens) >= _VECTOR_MIN_TOKENS and (
+            _numpy_loaded() or len(tokens) >= _COLD_MAX_TOKENS):
+        return shingle_array(tokens, ngram).tolist()
+    hashes = _token_hashes(tokens)
+    count = len(hashes) - ngram + 1
+    weight = _WEIGHTS[0]
+    mixed = [value * weight for value in hashes[:count]]
+    for position in range(1, ngram):
+        weight = _WEIGHTS[position]
+        mixed = [total + value * weight
+                 for total, value in zip(mixed, hashes[position:], strict=False)]
+    mask, first, second = _MASK_64, _FMIX_1, _FMIX_2
+    out = []
+    append = out.append
+    for value in mixed:
+        value &= mask
+        value ^= value >> 33
+        value = (value * first) & mask
+        value ^= value >> 33
+        value = (value * second) & mask
+        append((value ^ (value >> 33)) >> 32)
+    return out
+
+
+def _shingles(tokens: Sequence[str] | Sequence[bytes], ngram: int, sketch_size: int,
+              tail_from: int) -> tuple[tuple[int, ...], int, set[int]]:
+    """(bottom-k sketch, distinct shingles, the shingles from position ``tail_from`` on)."""
+    if len(tokens) >= _VECTOR_MIN_TOKENS and (
+            _numpy_loaded() or len(tokens) >= _COLD_MAX_TOKENS):
+        import numpy as np
+        positions = shingle_array(tokens, ngram)
+        distinct = np.sort(positions)  # then drop repeats (cheaper than np.unique's hashing)
+        if len(distinct) > 1:
+            distinct = distinct[np.concatenate(([True], distinct[1:] != distinct[:-1]))]
+        return (tuple(distinct[:sketch_size].tolist()), len(distinct),
+                set(positions[tail_from:].tolist()))
+    values = shingle_list(tokens, ngram)
+    ordered = sorted(set(values))
+    return tuple(ordered[:sketch_size]), len(ordered), set(values[tail_from:])
 
 
 def shingle_hashes(tokens: Sequence[str], ngram: int) -> list[int]:
     """Distinct stable hashes of every word n-gram, ascending (see :func:`shingle_array`)."""
-    return np.unique(shingle_array(tokens, ngram)).tolist()
+    return sorted(set(shingle_list(tokens, ngram)))
 
 
 def text_digest(text: str, attachment_digests: Iterable[bytes] = (),
@@ -248,6 +361,7 @@ def chunk_digests(data: bytes, average: int) -> list[tuple[int, int]]:
         return []
     if len(data) <= max(64, average // 4):
         return [(xxhash.xxh3_64_intdigest(data), len(data))]
+    from pyfastcdc.cy import FastCDC  # only messages with attachments need it
     chunker = FastCDC(avg_size=average)
     return [(xxhash.xxh3_64_intdigest(chunk.data), chunk.length)
             for chunk in chunker.cut_buf(data)]
@@ -277,13 +391,8 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     hist, chars = character_histogram(source)
     stop = frozenset(stoplist)
     tokens = _words(message.text, stop)
-    positions = shingle_array(tokens, ngram)
-    distinct = np.sort(positions)  # then drop repeats (cheaper than np.unique's hashing)
-    if len(distinct) > 1:
-        distinct = distinct[np.concatenate(([True], distinct[1:] != distinct[:-1]))]
-    sketch = tuple(distinct[:sketch_size].tolist())
     tail_from = max(0, _tail_start(message.text, tokens, stop, tail_lines) - ngram + 1)
-    tail = set(positions[tail_from:].tolist())
+    sketch, shingle_count, tail = _shingles(tokens, ngram, sketch_size, tail_from)
     # An invitation counts by its event (UID, SEQUENCE, times), not by the bytes of its
     # calendar part, which hold the time the copy was made (DTSTAMP): the same invitation
     # sent again has the same digest.
@@ -312,7 +421,7 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         histogram_sum=sum(hist),
         histogram_chars=chars,
         sketch=sketch,
-        shingle_count=len(distinct),
+        shingle_count=shingle_count,
         word_count=len(tokens),
         digest=digest,
         chunks=tuple(sampled),

@@ -16,10 +16,8 @@ import codecs
 import quopri
 import re
 from dataclasses import dataclass, field
-from urllib.parse import unquote, unquote_to_bytes
 
 import xxhash
-from selectolax.lexbor import LexborHTMLParser
 
 from mailfilter.boilerplate import split_boilerplate
 from mailfilter.features import CalendarSummary
@@ -211,6 +209,7 @@ def decode_text(data: bytes, charset: str | None, defects: list[str] | None = No
 
 def html_to_text(html: str) -> str:
     """Visible text of an HTML part (Lexbor), blockquotes marked as quoted lines."""
+    from selectolax.lexbor import LexborHTMLParser  # HTML parts only
     try:
         # A source line break right after <br> or a closing block tag would double the
         # break inserted for the tag: every line of <br>-separated HTML would be followed
@@ -337,6 +336,7 @@ def _parameter(params: dict[str, str], name: str) -> str | None:
         pieces.append((piece, encoded is not None))
     if not pieces:
         return None
+    from urllib.parse import unquote_to_bytes  # rare: not on every message's path
     first, first_encoded = pieces[0]
     charset = "utf-8"
     if first_encoded:
@@ -355,6 +355,7 @@ def _parameter(params: dict[str, str], name: str) -> str | None:
 
 def _rfc2231(value: str) -> str:
     """One RFC 2231 value (``charset'language'percent-encoded``)."""
+    from urllib.parse import unquote  # rare: not on every message's path
     prefix = _RFC2231_VALUE.match(value)
     charset = (prefix.group(0).split("'")[0] if prefix else "") or "utf-8"
     try:

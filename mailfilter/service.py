@@ -79,6 +79,8 @@ class LazyEngine:
         location = self.settings.store.location()
         try:
             from mailfilter.engine import Engine
+            from mailfilter.fingerprint import use_numpy
+            use_numpy()     # a daemon checks many messages: long ones are hashed with it
             self._engine = Engine(self.settings)
         except Exception as error:  # any failure means "no store yet"
             self._next_attempt = time.monotonic() + self.retry_seconds

@@ -119,3 +119,28 @@ def test_unicode_text_keeps_its_letters_as_tokens() -> None:
     text = "Grüße aus Köln — naïve café №5 東京 x_y"
     assert _words(text, frozenset()) == ["grüße", "aus", "köln", "naïve", "café", "5", "東京",
                                          "x", "y"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["mail", "dup", "filter", "x", "42", "été", "東京", "a" * 30]),
+                max_size=300),
+       st.integers(min_value=1, max_value=8),
+       st.binary(max_size=3000))
+def test_python_and_numpy_arithmetic_agree(words: list[str], ngram: int, data: bytes) -> None:
+    """The pipe filter hashes shingles and counts the histogram in Python (no numpy import
+    for one message), batch work and daemons with numpy: the values must be the same."""
+    from mailfilter import fingerprint as fp
+    assert fp.shingle_list(words, ngram) == (shingle_array(words, ngram).tolist()
+                                            if len(words) >= ngram else [])
+    counts = fp._bin_counts_numpy(data)
+    folded = data.translate(fp._FOLD_CASE)
+    assert counts == [folded.count(value) for value in fp._BIN_VALUES]
+    for tail_from in (0, max(0, len(words) - 20)):
+        saved = fp._VECTOR_MIN_TOKENS
+        try:
+            fp._VECTOR_MIN_TOKENS = 10 ** 9       # Python
+            python = fp._shingles(words, ngram, 64, tail_from)
+            fp._VECTOR_MIN_TOKENS = 0             # numpy (imported by this test process)
+            assert fp._shingles(words, ngram, 64, tail_from) == python
+        finally:
+            fp._VECTOR_MIN_TOKENS = saved

@@ -484,3 +484,30 @@ def test_verify_checks_the_histogram_index(engine: Engine) -> None:
     problems = store.verify()
     assert any(p.startswith("by_hist: record") and key.hex() in p for p in problems)
     assert any(p.startswith("by_hist: entry 01010101") for p in problems)
+
+
+def test_histogram_window_loop_and_numpy_agree() -> None:
+    """A process without numpy (the pipe filter) compares histogram-window entries in a
+    Python loop, one with numpy (daemons, batch work) in arrays: the same answer."""
+    from mailfilter.store import lmdb as backend
+    rng = random.Random(3)
+    probe_histogram = bytes(rng.randrange(12) for _ in range(36))
+    for layout in (backend._GROUPED, backend._BY_SUM):
+        entries = []
+        for doc_id in range(1, 150):      # a record's entries all hold its one histogram
+            near = bytearray(probe_histogram)
+            for _ in range(rng.randrange(5)):
+                near[rng.randrange(36)] = rng.randrange(12)
+            groups = rng.sample(range(3), rng.randrange(1, 4)) if layout.group is not None \
+                else [None]
+            for group in groups:
+                image = backend._images(bytes(near), layout)[group or 0]
+                head = b"\0\0" if group is None else bytes([group]) + b"\0\0"
+                entries.append(head + image + struct.pack(">Q", doc_id))
+        rng.shuffle(entries)
+        packed = b"".join(entries)
+        for limit in (0, 1, 2):
+            probe = Probe(None, bytes(16), probe_histogram, sum(probe_histogram), 2, limit,
+                          (), 1, (), 100, 50)
+            assert backend._close_histograms(packed, layout, probe) == \
+                backend._close_histograms_numpy(memoryview(packed), layout, probe)

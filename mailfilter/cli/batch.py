@@ -18,6 +18,7 @@ from itertools import islice
 from mailfilter.config import FingerprintSettings, Settings
 from mailfilter.detector import Verdict
 from mailfilter.engine import Analysis, Engine, analyse
+from mailfilter.fingerprint import use_numpy
 from mailfilter.sources import FileRef, iter_messages, read_file
 
 # Messages per round trip to a worker process.
@@ -168,6 +169,7 @@ def check_all(engine: Engine, paths: list[str], jobs: int, *, record: bool,
     Messages go to the engine's writer thread a batch at a time (one hand-off and one
     transaction per batch); while it checks one batch, this thread gathers the next.
     """
+    use_numpy()     # many messages: numpy's import pays (and the workers inherit it)
     skipped: list[str] = []
     messages = iter_messages(paths, skipped, defer_files=jobs > 1)
     results = _analysed(messages, engine.settings, jobs, skipped)

@@ -12,7 +12,6 @@ Its imports are kept to what one message needs: it starts once per delivery.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import stat
 import sys
@@ -193,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"dupfilter: interrupted ({type(error).__name__}); "
              "message passed through unchecked")
     if args.json and verdict is not None:
+        import json
         try:
             line = json.dumps(verdict.as_dict())
         except Exception as error:  # noqa: BLE001

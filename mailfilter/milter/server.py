@@ -177,6 +177,8 @@ def _preload(settings: Settings) -> None:
     import tempfile
 
     from mailfilter.engine import Engine
+    from mailfilter.fingerprint import use_numpy
+    use_numpy()     # long messages are hashed with it (the pipe filter's start goes without)
     location = settings.store.location()
     if location.startswith(("redis://", "rediss://", "unix://")):
         try:
