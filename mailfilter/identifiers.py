@@ -46,7 +46,11 @@ _TLDS = "|".join(sorted({
     "local", "lan", "internal", "intra", "corp", "home", "example", "test", "localdomain",
 }, key=lambda tld: (-len(tld), tld)))
 _TLD_END = r"(?![\w-]|\.[\w-])"    # the name ends there (no further label)
-_TLD_HINT = re.compile(rf"\.(?:{_TLDS}){_TLD_END}", re.IGNORECASE)
+_HOST_MAX = 253
+_TLD_SET = frozenset(_TLDS.split("|"))
+# A dot and a last label; whether the label is a top-level domain is a set lookup (one
+# pattern of all 270 names, tried at every dot, cost 30 ms on a 200 KB message).
+_TLD_HINT = re.compile(rf"\.([a-z]{{2,11}}){_TLD_END}", re.IGNORECASE)
 _HOST = re.compile(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLDS}){_TLD_END}",
                    re.IGNORECASE)
 # Words are read as the shingles read them (runs of letters and digits, lower case).  A
@@ -77,8 +81,14 @@ def _take_hosts(source: str, found: list[str]) -> str:
     where a top-level domain ends a word is looked at, not every position of the text."""
     spans = []
     for hint in _TLD_HINT.finditer(source):
-        start = max(source.rfind(" ", 0, hint.start()), source.rfind("\n", 0, hint.start()),
-                    source.rfind("\t", 0, hint.start())) + 1
+        if hint.group(1).lower() not in _TLD_SET:
+            continue
+        # A host name has at most 253 characters: look no further back for its start
+        # (the whole text back, at every hint, was quadratic in a long message).
+        window = max(0, hint.start() - _HOST_MAX)
+        start = max(window - 1, source.rfind(" ", window, hint.start()),
+                    source.rfind("\n", window, hint.start()),
+                    source.rfind("\t", window, hint.start())) + 1
         host = _HOST.search(source, start, hint.end())
         if host is not None and host.end() == hint.end():
             found.append(host.group(0).lower())
@@ -148,7 +158,8 @@ def identifiers(text: str, subject: str = "",
             continue
         if "@" in source or "://" in source or "www." in source or "WWW." in source:
             source, known = _without_links(source), None
-        if "." in source and _TLD_HINT.search(source):
+        if "." in source and any(hint.group(1).lower() in _TLD_SET
+                                 for hint in _TLD_HINT.finditer(source)):
             source, known = _take_hosts(source, found), None
         if "/" in source and _PATH.search(source):
             found.extend(path.lower() for path in _PATH.findall(source))
