@@ -118,6 +118,9 @@ def _own_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(WORK / "config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(WORK / "state"))
     monkeypatch.setattr("mailfilter.config.SYSTEM_CONFIG", WORK / "no-system.toml")
+    # A relative --db (a drawn word such as "positional") makes its store here, not in the
+    # checkout the tests run from.
+    monkeypatch.chdir(WORK)
 
 
 @settings(max_examples=300, deadline=None,
