@@ -281,10 +281,9 @@ def _threshold(pair: Pair, settings: DetectorSettings) -> tuple[float, str]:
                                                           pair.stored_message_id):
             return settings.other_subject_threshold, \
                 "same sender domain, another subject, another thread"
-        if answers_apart or (new.is_reply and stored.is_reply and not (
-                new.thread and stored.thread)):
-            # Two answers (to different messages, or to ones unnamed) are two messages
-            # unless nearly the same text: what they share is a signature or disclaimer.
+        if answers_apart:
+            # Two answers to different messages are two messages unless nearly the same
+            # text: what they share is a signature or disclaimer.
             return settings.other_subject_threshold, \
                 "same sender domain, answers to different messages"
     return settings.resemblance_threshold, ""
