@@ -2,9 +2,9 @@
 
 150 originals from the shared SpamAssassin corpus are stored; one variant of every kind is
 made of each (resent, list footer, re-wrapped, QP, base64, HTML, CRLF, edited words, inline
-forward, truncated, changed signature) and must be called duplicate or near-duplicate (≥ 90%
-per kind, ≥ 97% overall); of 300 unrelated corpus messages at most 0.5%, and of 150 replies
-quoting a whole original at most 2%, may be.  The corpus must be present: CI has ``shared/``
+forward, truncated, changed signature) and must be called duplicate or near-duplicate (≥ 93%
+per kind, ≥ 98% overall); of 300 unrelated corpus messages at most 0.2% (none), and of 150
+replies quoting a whole original none, may be.  The corpus must be present: CI has ``shared/``
 beside the checkout, and a missing corpus is a failure, never a skip.
 """
 
