@@ -98,10 +98,6 @@ def tag_message(raw: bytes, value: str) -> bytes:
         ours += b"\r"
     if parts.open_end:
         # No header/body separator: everything was header-like text; keep it verbatim.
-        if not parts.kept:
-            # Nothing but lines that continue no field (" " alone) and no line end: no
-            # place for a field that would not change those bytes; passed on as it came.
-            return raw
         return newline.join(parts.envelope + [ours]) + newline + newline.join(parts.kept)
     return newline.join(parts.envelope + [ours] + parts.kept) + newline + parts.body
 
