@@ -12,25 +12,18 @@ Prints ``messages N`` and ``similar N`` (bodies whose query found something).
 
 from __future__ import annotations
 
-import re
 import sys
 
 from datasketch import MinHash, MinHashLSH
+from raw_shingles import word_shingles
 
-NGRAM = 5
 NUM_PERM = 128
 THRESHOLD = 0.5
-_TOKEN = re.compile(r"[^\W_]+")
-_BLANK_LINE = re.compile(rb"\n\r?\n")
 
 
 def shingles(raw: bytes) -> set[bytes]:
     """Word 5-grams of the body of one raw message, UTF-8 encoded for hashing."""
-    split = _BLANK_LINE.search(raw)
-    body = raw[split.end():] if split else b""
-    tokens = _TOKEN.findall(body.decode("utf-8", "replace").lower())
-    return {" ".join(tokens[i:i + NGRAM]).encode()
-            for i in range(len(tokens) - NGRAM + 1)}
+    return {gram.encode() for gram in word_shingles(raw)}
 
 
 def main(list_file: str) -> None:

@@ -15,26 +15,20 @@ Prints ``messages N`` and ``similar N`` (bodies whose query found something).
 
 from __future__ import annotations
 
-import re
 import sys
 
+from raw_shingles import word_shingles
 from rensa import RMinHash, RMinHashLSH
 
-NGRAM = 5
 NUM_PERM = 128
 BANDS = 32
 THRESHOLD = 0.5
 SEED = 42
-_TOKEN = re.compile(r"[^\W_]+")
-_BLANK_LINE = re.compile(rb"\n\r?\n")
 
 
 def shingles(raw: bytes) -> set[str]:
     """Word 5-grams of the body of one raw message."""
-    split = _BLANK_LINE.search(raw)
-    body = raw[split.end():] if split else b""
-    tokens = _TOKEN.findall(body.decode("utf-8", "replace").lower())
-    return {" ".join(tokens[i:i + NGRAM]) for i in range(len(tokens) - NGRAM + 1)}
+    return word_shingles(raw)
 
 
 def main(list_file: str) -> None:
