@@ -179,8 +179,8 @@ def test_forget_by_message_id(engine: Engine) -> None:
     assert len(ids) == 1
     assert engine.store.forget(ids) == 1 and engine.store.forget(ids) == 0
     assert engine.store.find_message_id("<f3@x>") == []
-    assert engine.check(make_message(paragraph_text(3)), record=False).verdict == "unique"
-    assert engine.check(make_message(paragraph_text(4)), record=False).verdict == "duplicate"
+    assert engine.check(make_message(paragraph_text(3)), record=False).kind == "unique"
+    assert engine.check(make_message(paragraph_text(4)), record=False).kind == "duplicate"
     assert engine.store.stats()["records"] == 5
     assert engine.store.verify() == []
 
@@ -228,7 +228,7 @@ def test_duplicate_bumps_seen_instead_of_adding(engine: Engine) -> None:
     raw = make_message(paragraph_text(1), message_id="<one@x>")
     engine.check(raw, now=100)
     verdict = engine.check(make_message(paragraph_text(1), message_id="<two@x>"), now=200)
-    assert verdict.verdict == "duplicate" and verdict.seen == 2
+    assert verdict.kind == "duplicate" and verdict.seen == 2
     assert engine.store.stats()["records"] == 1
     third = engine.check(make_message(paragraph_text(1), message_id="<three@x>"), now=300)
     assert third.seen == 3
@@ -244,8 +244,8 @@ def test_prune_removes_oldest_and_keeps_indexes_consistent(engine: Engine) -> No
     assert engine.store.stats()["records"] == 15
     assert engine.store.verify() == []
     # A pruned message is new again; a kept one is still a duplicate.
-    assert engine.check(make_message(paragraph_text(3)), record=False).verdict == "unique"
-    assert engine.check(make_message(paragraph_text(20)), record=False).verdict == "duplicate"
+    assert engine.check(make_message(paragraph_text(3)), record=False).kind == "unique"
+    assert engine.check(make_message(paragraph_text(20)), record=False).kind == "duplicate"
 
 
 def test_touch_moves_record_forward_so_prune_keeps_it(engine: Engine) -> None:
@@ -428,10 +428,10 @@ def test_a_schema_1_store_opens_and_checks_fine(tmp_path: Path, settings: Settin
     with Engine(settings, str(location)) as engine:
         assert engine.store.verify() == []
         copy = engine.check(make_message(texts[2], message_id="<again@x>"), now=1_700_000_100)
-        assert copy.verdict == "duplicate" and copy.match.message_id == "<old2@x>"
+        assert copy.kind == "duplicate" and copy.match.message_id == "<old2@x>"
         edited = texts[3].replace(" ", "  ", 3) + "\nOne more line at the end.\n"
         near = engine.check(make_message(edited, message_id="<edit@x>"), now=1_700_000_200)
-        assert near.verdict == "near-duplicate" and near.match.message_id == "<old3@x>"
+        assert near.kind == "near-duplicate" and near.match.message_id == "<old3@x>"
         raw = {record.message_id: record for record in engine.store.records()}
         assert raw["<old2@x>"].seen == 2 and raw["<old2@x>"].features == b""
         with engine.store.env.begin() as txn:
@@ -464,7 +464,7 @@ def test_a_schema_1_store_that_cannot_be_written_is_read_as_it_is(
         assert store._by_sum is not None and store.verify() == []
         variant = text.replace(".", "!").replace(" ", " -- ", 3)   # same letters, new digest
         verdict = engine.check(make_message(variant, message_id="<v@x>"), record=False)
-        assert (verdict.verdict, verdict.reason) == ("near-duplicate", "shingles")
+        assert (verdict.kind, verdict.measure) == ("near-duplicate", "shingles")
         probe = engine.detector.probe(engine.analyse(make_message(variant)).fingerprint, None)
         assert store.lookup(probe).by_histogram == {1: 0}
 
