@@ -8,7 +8,7 @@ detector already knows.  It speaks no protocol and parses nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mailfilter.aliases import bare as bare_address
 from mailfilter.config import DetectorSettings
@@ -22,7 +22,10 @@ from mailfilter.similarity import (
     sketch_comparison,
 )
 from mailfilter.store import (
-    Probe,
+    NEWEST_EXACT,
+    NEWEST_PART,
+    Found,
+    Query,
     Record,
     Store,
     message_id_key,
@@ -54,14 +57,35 @@ class Evidence:
     histogram_largest: int | None = None
     attachment_similarity: float | None = None
     recipients_seen: tuple[str, ...] = ()
+    # What the rules judged, before recipient scope (a copy of the record's text, new only
+    # to these recipients, is judged a duplicate here and unique in ``kind``).
+    judged: Kind = UNIQUE
 
     @property
     def is_duplicate(self) -> bool:
         return self.kind is not UNIQUE
 
 
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """The records a check weighs, by which index each was found, and the message's
+    sketch hashes held by many different stored texts (boilerplate: hash → how many)."""
+
+    records: dict[int, Record]
+    by_message_id: list[int]
+    by_digest: list[int]
+    by_histogram: dict[int, int]
+    by_shingle: dict[int, int]
+    by_chunk: dict[int, int]
+    sharing: frozenset[int]          # ids of records whose sketch shares a hash with it
+    boilerplate: dict[int, int]
+    delivered: dict[int, frozenset[int]]
+
+
 # Measures that say "this very message again": recording bumps the matched record.
 _EXACT_MEASURES = frozenset(("digest", "message-id"))
+# Measures that make a match a copy of the stored text whatever the resemblance.
+_COPY_MEASURES = _EXACT_MEASURES | {"histogram", "calendar"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +112,23 @@ class Verdict:
     exempted_by: str | None = None
     # The id of the record the store added while checking (Store.lookup_or_add).
     recorded_id: int | None = None
+    # The message's sketch hashes left out as boilerplate: (hash, different stored texts
+    # holding it, counted up to common_postings).
+    boilerplate: tuple[tuple[int, int], ...] = ()
 
     @property
     def is_duplicate(self) -> bool:
         return self.kind is not UNIQUE
+
+    def copy_of(self, copy_threshold: float) -> Record | None:
+        """The record whose text this message is again, the closest: judged a duplicate
+        or near-duplicate by the rules (whether or not recipient scope made it new for
+        these recipients) by an exact measure, the histogram, or a resemblance of at least
+        ``copy_threshold``.  None: another text (a looser near-duplicate is its own)."""
+        copies = [e for e in self.evidence if e.judged is not UNIQUE and (
+            e.measure in _COPY_MEASURES or (e.resemblance or 0.0) >= copy_threshold)]
+        best = max(copies, key=lambda e: (_RANK[e.judged], e.score or 0.0), default=None)
+        return best.record if best is not None else None
 
     @property
     def record_allowed(self) -> bool:
@@ -166,69 +203,116 @@ class Detector:
         return self.settings.histogram_rule and fp.histogram_chars >= \
             self.settings.histogram_min_chars
 
-    def probe(self, fp: Fingerprint, message_id: str | None) -> Probe:
+    def query(self, fp: Fingerprint, message_id: str | None,
+              recipients: Sequence[str] = ()) -> Query:
+        """What to read for one message (every limit is a detector setting)."""
         s = self.settings
         # Short texts are looked up by their shingles too: a short message sent again with
         # a line added shares all of them (the resend rule decides what that means).
         index = fp.sketch[:self.index_size]
-        return Probe(
+        scoped = s.scope == "recipient" and bool(recipients)
+        return Query(
             message_id_key=message_id_key(message_id) if s.match_message_id else None,
-            digest=fp.digest,
+            digests=(fp.digest, *fp.part_digests),
+            shingles=index,
+            chunks=tuple(d for d, _ in fp.chunks[:self.index_size]),
             histogram=fp.histogram,
             histogram_sum=fp.histogram_sum,
             histogram_window=s.histogram_window if self._histogram_applies(fp) else 0,
             histogram_max_positions=s.histogram_max_positions,
-            sketch_index=index,
-            min_shared=max(1, len(index) // 8),
+            histogram_limit=min(s.max_candidates, s.histogram_candidates),
+            exact_limit=NEWEST_EXACT,
+            part_limit=NEWEST_PART,
+            shingle_limit=s.posting_cap,
             # Boilerplate can sit anywhere (disclaimers, banners, sponsor blocks): every
-            # sketch hash that many stored messages share is discounted, not only those
-            # of the last lines.
-            tail_hashes=fp.sketch if index else (),
-            common_postings=s.common_postings,
-            sketch=fp.sketch if index else (),
-            chunk_index=tuple(d for d, _ in fp.chunks[:self.index_size]),
-            posting_cap=s.posting_cap,
-            max_candidates=s.max_candidates,
-            histogram_candidates=s.histogram_candidates,
-            part_digests=fp.part_digests,
+            # sketch hash that many different stored texts share is discounted.
+            counted=fp.sketch[self.index_size:] if index else (),
+            count_limit=s.common_postings,
+            recipients=tuple(dict.fromkeys(self.recipient_key(r) for r in recipients))
+            if scoped else (),
+            add_unless_shared=max(1, len(index) // 8),
         )
+
+    def candidates(self, fp: Fingerprint, query: Query, found: Found) -> Candidates:
+        """The records worth weighing, and the message's boilerplate hashes.
+
+        A sketch hash that ``common_postings`` different stored texts file is boilerplate
+        (a copy files only what its text cluster lacks, so a campaign's or a newsletter's
+        copies never make its own text look common): left out of the lookup (unless it is
+        all there is) and of resemblance.  Of the records sharing hashes, those sharing at
+        least an eighth of the index, most shared first, up to ``max_candidates``; with
+        every record under an exact key, in the histogram window or sharing a chunk.
+        """
+        s = self.settings
+        common = s.common_postings
+        boilerplate = {value: count for value, count in found.counts.items()
+                       if count >= common}
+        index = [value for value in query.shingles if value in found.by_shingle]
+        looked_up = [value for value in index if value not in boilerplate] or index
+        hits: dict[int, int] = {}
+        for value in looked_up:
+            for doc_id in found.by_shingle[value]:
+                hits[doc_id] = hits.get(doc_id, 0) + 1
+        by_shingle = dict(sorted(((doc_id, count) for doc_id, count in hits.items()
+                                  if count >= query.add_unless_shared),
+                                 key=lambda item: -item[1])[:s.max_candidates])
+        chunk_hits: dict[int, int] = {}
+        for ids in found.by_chunk.values():
+            for doc_id in ids:
+                chunk_hits[doc_id] = chunk_hits.get(doc_id, 0) + 1
+        by_chunk = dict(sorted(chunk_hits.items(), key=lambda item: -item[1])[:s.max_candidates])
+        wanted = set(found.by_message_id).union(found.by_digest, found.by_histogram,
+                                                by_shingle, by_chunk)
+        records = {doc_id: record for doc_id, record in sorted(found.records.items())
+                   if doc_id in wanted}
+        sketch = frozenset(fp.sketch)
+        sharing = frozenset(doc_id for doc_id, record in records.items()
+                            if not sketch.isdisjoint(record.sketch))
+        return Candidates(records, found.by_message_id, found.by_digest, found.by_histogram,
+                          by_shingle, by_chunk, sharing, boilerplate, found.delivered)
 
     def check(self, fp: Fingerprint, message_id: str | None,
               recipients: Sequence[str] = (), *, record_at: int | None = None) -> Verdict:
         """The verdict for one fingerprinted message.
 
         With ``record_at``, a store that can (``lookup_or_add``) records the message in the
-        same round trip when it finds nothing at all (the verdict can only be unique).
+        same round trip when nothing it finds could make it other than unique.
         """
-        probe = self.probe(fp, message_id)
+        query = self.query(fp, message_id, recipients)
         new = None
         if record_at is not None:
             new = self._new_record(fp, message_id, recipients, record_at, 1)
-            candidates = self.store.lookup_or_add(probe, new)
+            found = self.store.lookup_or_add(query, new)
         else:
-            candidates = self.store.lookup(probe)
-        scoped = self.settings.scope == "recipient" and bool(recipients)
+            found = self.store.lookup(query)
+        candidates = self.candidates(fp, query, found)
+        scoped = bool(query.recipients)
         recipient_keys = {self.recipient_key(r): r for r in recipients} if scoped else {}
         evidence: list[Evidence] = []
         # Once per check, not per candidate (a large histogram window yields max_candidates).
         message_key = message_id_key(message_id)
         sketch_set = frozenset(fp.sketch)
-        sharing = candidates.sharing
+        boilerplate = frozenset(candidates.boilerplate)
         for doc_id, record in candidates.records.items():
             found_by = tuple(name for name, ids in (
                 ("message-id", candidates.by_message_id), ("digest", candidates.by_digest),
                 ("histogram", candidates.by_histogram), ("shingles", candidates.by_shingle),
                 ("attachments", candidates.by_chunk)) if doc_id in ids)
+            had = None
+            if scoped:
+                delivered = candidates.delivered.get(record.cluster_id, frozenset())
+                had = tuple(sorted(address for key, address in recipient_keys.items()
+                                   if key in record.recipients or key in delivered))
             evidence.append(self._weigh(
-                fp, message_key, record, found_by, candidates.common,
-                sketch_set if sharing is None or doc_id in sharing else None,
-                recipients, recipient_keys if scoped else None))
+                fp, message_key, record, found_by, boilerplate,
+                sketch_set if doc_id in candidates.sharing else None, recipients, had))
         evidence.sort(key=lambda e: (_RANK[e.kind], e.score or 0.0, e.resemblance or 0.0),
                       reverse=True)
         containments = [e.containment for e in evidence if e.containment is not None]
         common = dict(fingerprint=fp, message_id=message_id, recipients=tuple(recipients),
                       evidence=tuple(evidence),
                       containment=max(containments) if containments else None,
+                      boilerplate=tuple(sorted(candidates.boilerplate.items())),
                       recorded_id=new.doc_id if new is not None and new.doc_id else None)
         if not evidence or not evidence[0].is_duplicate:
             return Verdict(UNIQUE, **common)
@@ -241,12 +325,12 @@ class Detector:
     def _weigh(self, fp: Fingerprint, key: bytes | None, record: Record,
                found_by: tuple[str, ...], boilerplate: frozenset[int],
                sketch_set: frozenset[int] | None, recipients: Sequence[str],
-               recipient_keys: dict[int, str] | None) -> Evidence:
+               had: tuple[str, ...] | None) -> Evidence:
         """What ``record`` says about the message: every measure, then the pair rules.
 
-        ``sketch_set`` is the message's sketch as a set, or None when the store found that
-        the two sketches share no hash.  ``recipient_keys`` (recipient scope): a match
-        counts only for the recipients ``record`` was delivered to.
+        ``sketch_set`` is the message's sketch as a set, or None when the two sketches share
+        no hash.  ``had`` (recipient scope): the message's recipients who already had the
+        record's text (it, or a copy of it in its cluster); a match counts only for them.
         """
         s = self.settings
         resemblance = containment = attachment_similarity = None
@@ -271,16 +355,16 @@ class Detector:
             settings=s))
         kind, note, seen = judgement.kind, judgement.note, ()
         if kind is not UNIQUE:
-            if recipient_keys is not None and record.recipients:
-                seen = tuple(sorted(address for key, address in recipient_keys.items()
-                                    if key in record.recipients))
+            if had is not None and (record.recipients or had):
+                seen = had
                 if not seen:
                     kind, note = UNIQUE, f"{judgement.kind} for other recipients only"
             else:
                 seen = tuple(recipients)
         return Evidence(record, found_by, kind, judgement.rule, judgement.measure,
                         judgement.score, note, judgement.attachment, resemblance,
-                        containment, positions, largest, attachment_similarity, seen)
+                        containment, positions, largest, attachment_similarity, seen,
+                        judgement.kind)
 
     def _compare_sketches(self, stored: tuple[int, ...], new: tuple[int, ...],
                           boilerplate: frozenset[int], new_set: frozenset[int]
@@ -308,12 +392,15 @@ class Detector:
     def record(self, verdict: Verdict, when: int) -> int:
         """Remember a message.  Exact repeats bump the matched record; others are added.
 
-        A near-duplicate is stored as a record of its own, so that a drifting campaign
-        still matches its latest variant.
+        A near-duplicate is stored as a record of its own (so that a drifting campaign
+        still matches its latest variant).  A copy (``copy_threshold``) joins the text
+        cluster of the record it matched: only the index hashes that record lacks count it
+        as another text holding them, so a text never looks common (boilerplate) however
+        many copies of it arrive; and its recipients are filed under the cluster, so "who
+        had this text" is one look-up.
         """
         if verdict.recorded_id is not None:  # recorded by the check (and counted)
             return verdict.recorded_id
-        fp = verdict.fingerprint
         keys = tuple(self.recipient_key(r) for r in verdict.recipients) \
             if self.settings.scope == "recipient" else ()
         # The same message again (also when recipient scope made it new for these
@@ -324,9 +411,17 @@ class Detector:
         if exact is not None:
             self.store.touch(exact.doc_id, when, keys)
             return exact.doc_id
+        copy_of = verdict.copy_of(self.settings.copy_threshold)
+        fp = verdict.fingerprint
         seen = verdict.match.seen + 1 if verdict.match is not None else 1
-        return self.store.add(self._new_record(fp, verdict.message_id, verdict.recipients,
-                                               when, seen))
+        record = self._new_record(fp, verdict.message_id, verdict.recipients, when, seen)
+        if copy_of is None:
+            return self.store.add(record)
+        theirs = frozenset(copy_of.sketch)
+        record = replace(
+            record, cluster=copy_of.cluster_id,
+            novel=tuple(h for h in fp.sketch[:self.index_size] if h not in theirs))
+        return self.store.add(record)
 
     def _new_record(self, fp: Fingerprint, message_id: str | None,
                     recipients: Sequence[str], when: int, seen: int) -> Record:

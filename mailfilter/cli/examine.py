@@ -119,11 +119,14 @@ def verdict_json(verdict: Verdict) -> dict[str, object]:
                           "attachment_chunks": len(fp.chunks)}
     out["defects"] = list(verdict.defects)
     out["candidates"] = [evidence_dict(e) for e in verdict.evidence]
+    out["boilerplate"] = [{"hash": f"{value:08x}", "different_texts": count}
+                          for value, count in verdict.boilerplate]
     return out
 
 
-def print_verdict(verdict: Verdict, label: str | None = None) -> None:
-    """``explain``'s text: the header, the message, what decided, every candidate."""
+def print_verdict(verdict: Verdict, label: str | None, *, common: int) -> None:
+    """``explain``'s text: the header, the message, what decided, every candidate
+    (``common``: the setting common_postings, for the boilerplate line)."""
     fp = verdict.fingerprint
     if label is not None:
         print(f"== {label}")
@@ -135,9 +138,17 @@ def print_verdict(verdict: Verdict, label: str | None = None) -> None:
         print(f"parsing notes: {'; '.join(verdict.defects)}")
     if verdict.skipped_by:
         print(f"not checked: allow rule {verdict.skipped_by!r} skips it")
+    if verdict.boilerplate:
+        counts = ", ".join(f"{value:08x} ({count}{'+' if count >= common else ''})"
+                           for value, count in verdict.boilerplate[:8])
+        print(f"boilerplate: {len(verdict.boilerplate)} of its shingles were left out of "
+              f"lookup and resemblance: each is held by {common} or more different stored "
+              f"texts (copies of one text count once): {counts}"
+              + (", …" if len(verdict.boilerplate) > 8 else ""))
     if not verdict.evidence:
         print("why: no stored record shares a Message-ID, digest, histogram window, shingle "
-              "or attachment chunk with this message")
+              "or attachment chunk with this message"
+              + (" (but for the boilerplate above)" if verdict.boilerplate else ""))
         return
     best = verdict.evidence[0]
     if verdict.is_duplicate:
@@ -180,7 +191,8 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
                     out = {"path": label, **out}
                 print(json.dumps(out))
             else:
-                print_verdict(verdict, label if several or (paths and label != "-") else None)
+                print_verdict(verdict, label if several or (paths and label != "-") else None,
+                              common=settings.detector.common_postings)
                 if several:
                     print()
     return 0
