@@ -230,7 +230,6 @@ class Detector:
             count_limit=s.common_postings,
             recipients=tuple(dict.fromkeys(self.recipient_key(r) for r in recipients))
             if scoped else (),
-            add_unless_shared=max(1, len(index) // 8),
         )
 
     def candidates(self, fp: Fingerprint, query: Query, found: Found) -> Candidates:
@@ -244,17 +243,12 @@ class Detector:
         every record under an exact key, in the histogram window or sharing a chunk.
         """
         s = self.settings
-        common = s.common_postings
         boilerplate = {value: count for value, count in found.counts.items()
-                       if count >= common}
-        index = [value for value in query.shingles if value in found.by_shingle]
-        looked_up = [value for value in index if value not in boilerplate] or index
-        hits: dict[int, int] = {}
-        for value in looked_up:
-            for doc_id in found.by_shingle[value]:
-                hits[doc_id] = hits.get(doc_id, 0) + 1
+                       if count >= query.count_limit}
+        hits = _shingle_hits(found, query)
+        least = max(1, len(query.shingles) // 8)
         by_shingle = dict(sorted(((doc_id, count) for doc_id, count in hits.items()
-                                  if count >= query.add_unless_shared),
+                                  if count >= least),
                                  key=lambda item: -item[1])[:s.max_candidates])
         chunk_hits: dict[int, int] = {}
         for ids in found.by_chunk.values():
@@ -399,7 +393,16 @@ class Detector:
         many copies of it arrive; and its recipients are filed under the cluster, so "who
         had this text" is one look-up.
         """
-        if verdict.recorded_id is not None:  # recorded by the check (and counted)
+        copy_of = verdict.copy_of(self.settings.copy_threshold)
+        if verdict.recorded_id is not None:   # added by the check, counted as unique
+            if copy_of is not None or verdict.is_duplicate:
+                # Nothing exact was found, but the message is a near-duplicate or a copy:
+                # its record is set right (seen, cluster, novel hashes), and its count.
+                self.store.replace(self._record_of(verdict, copy_of, verdict.recorded_id,
+                                                   when))
+                if verdict.is_duplicate:
+                    self.store.count_verdict(UNIQUE, when, -1)
+                    self.store.count_verdict(verdict.kind, when)
             return verdict.recorded_id
         keys = tuple(self.recipient_key(r) for r in verdict.recipients) \
             if self.settings.scope == "recipient" else ()
@@ -411,17 +414,22 @@ class Detector:
         if exact is not None:
             self.store.touch(exact.doc_id, when, keys)
             return exact.doc_id
-        copy_of = verdict.copy_of(self.settings.copy_threshold)
+        return self.store.add(self._record_of(verdict, copy_of, 0, when))
+
+    def _record_of(self, verdict: Verdict, copy_of: Record | None, doc_id: int,
+                   when: int) -> Record:
+        """The record a message that is not an exact repeat is remembered as: seen once
+        more than its match, and, as a copy, in its match's text cluster with the index
+        hashes its match lacks."""
         fp = verdict.fingerprint
         seen = verdict.match.seen + 1 if verdict.match is not None else 1
-        record = self._new_record(fp, verdict.message_id, verdict.recipients, when, seen)
+        record = replace(self._new_record(fp, verdict.message_id, verdict.recipients, when,
+                                          seen), doc_id=doc_id)
         if copy_of is None:
-            return self.store.add(record)
+            return record
         theirs = frozenset(copy_of.sketch)
-        record = replace(
-            record, cluster=copy_of.cluster_id,
-            novel=tuple(h for h in fp.sketch[:self.index_size] if h not in theirs))
-        return self.store.add(record)
+        return replace(record, cluster=copy_of.cluster_id,
+                       novel=tuple(h for h in fp.sketch[:self.index_size] if h not in theirs))
 
     def _new_record(self, fp: Fingerprint, message_id: str | None,
                     recipients: Sequence[str], when: int, seen: int) -> Record:
@@ -435,3 +443,18 @@ class Detector:
             message_id=safe_message_id(message_id), chunks=fp.chunks,
             recipients=keys, first_seen=when, last_seen=when, seen=seen,
             features=fp.features.encode())
+
+
+def _shingle_hits(found: Found, query: Query) -> dict[int, int]:
+    """How many of the query's index hashes each record found is under, counting only the
+    hashes fewer than ``query.count_limit`` different texts hold (the others are
+    boilerplate), unless every hash found is such; first found first."""
+    limit = query.count_limit
+    present = [value for value in query.shingles if value in found.by_shingle]
+    looked_up = [value for value in present
+                 if not limit or found.counts.get(value, 0) < limit] or present
+    hits: dict[int, int] = {}
+    for value in looked_up:
+        for doc_id in found.by_shingle[value]:
+            hits[doc_id] = hits.get(doc_id, 0) + 1
+    return hits

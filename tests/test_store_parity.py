@@ -19,7 +19,14 @@ from typing import Any
 import pytest
 
 from mailfilter.config import Settings
-from mailfilter.store import Found, Query, Record, Store, message_id_key, open_store
+from mailfilter.store import (
+    Found,
+    Query,
+    Record,
+    Store,
+    message_id_key,
+    open_store,
+)
 
 SKETCH, INDEX = 64, 24
 
@@ -88,8 +95,7 @@ def make_query(rng: random.Random, families: list[Family], stored: list[Record],
         counted=sketch[INDEX:] if rng.random() < 0.7 else (),
         count_limit=unlimited if cluster else rng.choice([0, 2, 3, 8, unlimited]),
         recipients=tuple(r for record in rng.sample(stored, 4) for r in record.recipients)
-        + ((rng.randrange(1 << 64),) if rng.random() < 0.5 else ()),
-        add_unless_shared=rng.choice([1, 3]))
+        + ((rng.randrange(1 << 64),) if rng.random() < 0.5 else ()))
 
 
 def answer(found: Found, names: dict[int, str]) -> dict[str, Any]:
@@ -189,6 +195,23 @@ def test_lmdb_redis_and_cluster_answer_alike(
                 == answer(stores["lmdb"].lookup(query), named["lmdb"]), query
         # Every index took part.
         assert found["records"] > 100 and min(found.values()) >= 5, found
+        # lookup_or_add adds exactly when nothing is under an exact key (Found.exact; the
+        # Redis script decides it on the server, LMDB in Python).
+        added = {True: 0, False: 0}
+        for number in range(60):
+            query = make_query(rng, families, stored, cluster=False)
+            if number % 2:      # like a stored record, but no exact key of one
+                query = dataclasses.replace(query, message_id_key=None,
+                                            digests=(rng.randbytes(16),))
+            for name in ("lmdb", "redis"):
+                record = make_record(rng, 10_000 + number, rng.choice(families), when)
+                before = stores[name].lookup(query)
+                stores[name].lookup_or_add(query, record)
+                assert (record.doc_id != 0) == (not before.exact), (name, query)
+                if record.doc_id:
+                    assert stores[name].forget([record.doc_id]) == 1
+                added[record.doc_id != 0] += 1
+        assert min(added.values()) >= 5, added
     finally:
         for store in stores.values():
             store.close()

@@ -352,9 +352,6 @@ class Query:
     #                                 0: no counts
     recipients: tuple[int, ...] = ()   # recipient keys: which of them each cluster found
     #                                    has been delivered to (Found.delivered)
-    # lookup_or_add: add the record unless some record is under an exact key, a chunk, the
-    # histogram window, or at least this many of ``shingles`` (then a verdict is needed).
-    add_unless_shared: int = 1
 
 
 @dataclass(slots=True)
@@ -383,18 +380,11 @@ class Found:
         """Nothing at all was found."""
         return not self.records
 
-
-def could_match(found: Found, query: Query) -> bool:
-    """Whether what was found could make a verdict other than "unique": a record under an
-    exact key, a chunk or the histogram window, or under ``query.add_unless_shared`` of the
-    shingles (the condition of ``lookup_or_add``, the same in every backend)."""
-    if found.by_message_id or found.by_digest or found.by_histogram or found.by_chunk:
-        return True
-    hits: dict[int, int] = {}
-    for ids in found.by_shingle.values():
-        for doc_id in ids:
-            hits[doc_id] = hits.get(doc_id, 0) + 1
-    return any(count >= query.add_unless_shared for count in hits.values())
+    @property
+    def exact(self) -> bool:
+        """A record is under the query's Message-ID key or one of its digests: the message
+        may be one seen before, so ``lookup_or_add`` adds nothing."""
+        return bool(self.by_message_id or self.by_digest)
 
 
 # What `count_decision` counts: a daemon's action on a message, "skipped" (an allow rule
@@ -420,20 +410,28 @@ class Store(Protocol):
         ...
 
     def lookup_or_add(self, query: Query, record: Record) -> Found:
-        """:meth:`lookup`; unless a record is under one of the query's exact keys, chunks or
-        histogram window, or under ``query.add_unless_shared`` of its shingles (so that the
-        verdict can only be "unique"), also add ``record`` and count a "unique" verdict on
-        the day of ``record.first_seen``, in the same transaction or script.
+        """:meth:`lookup`; unless a record is under the query's Message-ID key or one of its
+        digests (``Found.exact``), also add ``record`` and count a "unique" verdict on the
+        day of ``record.first_seen``, in the same transaction or script: a new message is
+        checked and remembered in one step, and two copies of one message checked at once
+        leave one record.
 
         ``record.doc_id`` is set when the record was added, else left 0 (the caller then
-        records as usual: :meth:`count_verdict`, then :meth:`touch` or :meth:`add`).  A
-        read-only store, and a Redis store of several partitions, only look up.
+        records as usual: :meth:`count_verdict`, then :meth:`touch` or :meth:`add`); a
+        record added for a message the caller then judges a near-duplicate is set right
+        with :meth:`replace` (and its count with :meth:`count_verdict`).  A read-only
+        store, and a Redis store of several partitions, only look up.
         """
         ...
 
     def add(self, record: Record) -> int:
         """Store ``record`` with its index entries (in the text index only its
         ``novel`` hashes; its recipients under its cluster); returns (and sets) its id."""
+        ...
+
+    def replace(self, record: Record) -> None:
+        """Write ``record`` anew under its id (``record.doc_id``), its index entries made
+        again from it; an id that is gone is ignored."""
         ...
 
     def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None:
@@ -443,8 +441,8 @@ class Store(Protocol):
         id that is gone is ignored."""
         ...
 
-    def count_verdict(self, verdict: str, when: int) -> None:
-        """Add one to the counter of ``verdict`` on the day of ``when`` (for ``stats``)."""
+    def count_verdict(self, verdict: str, when: int, change: int = 1) -> None:
+        """Add ``change`` to the counter of ``verdict`` on the day of ``when`` (``stats``)."""
         ...
 
     def count_decision(self, decision: str, when: int) -> None:

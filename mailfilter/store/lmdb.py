@@ -63,7 +63,6 @@ from mailfilter.store import (
     Record,
     StoreError,
     StoreMismatch,
-    could_match,
     histogram_keys,
     histogram_probe_keys,
     histogram_probe_sums,
@@ -457,7 +456,7 @@ class LmdbStore:
 
         def run(txn: lmdb.Transaction) -> Found:
             found = self._lookup(txn, query)
-            if not could_match(found, query):
+            if not found.exact:
                 self._count(txn, "unique", record.first_seen)
                 self._add(txn, record)
             return found
@@ -662,6 +661,18 @@ class LmdbStore:
             for recipient in dict.fromkeys(record.recipients):
                 yield "by_rcpt", _RCPT.pack(recipient, cluster), key
 
+    def replace(self, record: Record) -> None:
+        """Write ``record`` anew under its id, with its index entries made again."""
+        def run(txn: lmdb.Transaction) -> None:
+            if self._delete(txn, record.doc_id) is None:
+                return
+            key = _u64(record.doc_id)
+            txn.put(key, record.encode(), db=self.docs)
+            for name, index_key, value in self._index_entries(record):
+                txn.put(index_key, value, db=self.index[name], dupdata=True)
+            txn.put(_TIME_ID.pack(record.last_seen, record.doc_id), b"", db=self.by_time)
+        self._write(run)
+
     def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None:
         """Count one more sighting of a record, move it to ``when``, add recipients."""
         self._write(lambda txn: self._touch(txn, doc_id, when, recipients))
@@ -689,14 +700,15 @@ class LmdbStore:
         txn.put(key, record.encode(), db=self.docs)
         txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
 
-    def count_verdict(self, verdict: str, when: int) -> None:
-        """Add one to the day's counter of ``verdict`` (for `dupfilter-db stats`)."""
-        self._write(lambda txn: self._count(txn, verdict, when))
+    def count_verdict(self, verdict: str, when: int, change: int = 1) -> None:
+        """Add ``change`` to the day's counter of ``verdict`` (for `dupfilter-db stats`)."""
+        self._write(lambda txn: self._count(txn, verdict, when, change))
 
-    def _count(self, txn: lmdb.Transaction, verdict: str, when: int) -> None:
+    def _count(self, txn: lmdb.Transaction, verdict: str, when: int, change: int = 1) -> None:
         key = _DAY_VERDICT.pack(int(when) // 86400, _VERDICT_CODES.get(verdict, 0))
         current = txn.get(key, db=self.counts)
-        txn.put(key, _u64((_U64.unpack(current)[0] if current else 0) + 1), db=self.counts)
+        value = max(0, (_U64.unpack(current)[0] if current else 0) + change)
+        txn.put(key, _u64(value), db=self.counts)
 
     def count_decision(self, decision: str, when: int) -> None:
         """Add one to the day's counter of a daemon's decision (see Store.count_decision)."""

@@ -664,14 +664,14 @@ class RedisStore:
             max(1, query.exact_limit), max(1, query.part_limit),
             max(1, query.histogram_limit), _pack(query.shingles, width),
             _pack(query.counted, width), _pack(query.chunks, LAYOUT.chunk_digest_width),
-            count_limit, query.add_unless_shared, _query_groups(query)]
+            count_limit, _query_groups(query)]
 
     def _with_fields(self, query: Query, args: list[Any], partition: int) -> list[Any]:
         """``args`` and the fields of the query's keys for the partition's newest segment
         (as the client last saw it), which spare the script computing them; then the part
         digests and the recipient keys."""
         bits = self._bits[partition]
-        return [*args, bits, _query_fields(query, args[16], bits) if bits else b"",
+        return [*args, bits, _query_fields(query, args[15], bits) if bits else b"",
                 b"".join(query.digests[1:]),
                 _pack(query.recipients, LAYOUT.recipient_width)]
 
@@ -698,9 +698,9 @@ class RedisStore:
         return self._found(query, replies)
 
     def lookup_or_add(self, query: Query, record: Record) -> Found:
-        """:meth:`lookup`, and unless what it finds could make the verdict other than
-        unique (``mailfilter.store.could_match``), add ``record`` and count a "unique"
-        verdict in the same script: one round trip for a new message.
+        """:meth:`lookup`, and unless it finds a record under the Message-ID key or a digest
+        (``Found.exact``), add ``record`` and count a "unique" verdict in the same script:
+        one round trip for a new message.
 
         ``record.doc_id`` is set when it was added (else left 0: record as usual).  On a
         store of several partitions this is a plain lookup (a partition cannot know that
@@ -711,7 +711,7 @@ class RedisStore:
         self._flush()
         partition = self.partitions[0]
         args = self._with_fields(query, self._lookup_args(query), 0)
-        reuse, covered = _reused(query, args[16], record, self.index_size) \
+        reuse, covered = _reused(query, args[15], record, self.index_size) \
             if self._bits[0] else (0, "")
         args += [self.retention, self.index_size, 1, 0, self.segment_seconds,
                  f"{int(record.first_seen) // 86400}:unique", record.encode(), reuse,
@@ -884,15 +884,20 @@ class RedisStore:
         record.doc_id = doc_id
         return doc_id
 
+    def replace(self, record: Record) -> None:
+        """Write ``record`` anew under its id, its postings made again (one script)."""
+        self._submit(_Op(self._partition_of_id(record.doc_id),
+                         ("u", record.doc_id, record.encode())))
+
     def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None:
         """Count one more sighting, move it to ``when``, add recipients, refresh the TTLs."""
         packed = b"".join(r.to_bytes(LAYOUT.recipient_width, "big") for r in recipients)
         self._submit(_Op(self._partition_of_id(doc_id), ("t", doc_id, int(when), packed)))
 
-    def count_verdict(self, verdict: str, when: int) -> None:
-        """Add one to the day's counter of ``verdict`` (for `dupfilter-db stats`)."""
+    def count_verdict(self, verdict: str, when: int, change: int = 1) -> None:
+        """Add ``change`` to the day's counter of ``verdict`` (for `dupfilter-db stats`)."""
         name = verdict if verdict in _VERDICTS else "unique"
-        self._submit(_Op(None, ("c", f"{int(when) // 86400}:{name}")))
+        self._submit(_Op(None, ("c", f"{int(when) // 86400}:{name}", change)))
 
     def count_decision(self, decision: str, when: int) -> None:
         """Add one to the day's counter of a daemon's decision (see Store.count_decision):

@@ -4,14 +4,14 @@
 -- digest, histogram, sum, window, max positions, newest ids per sketch hash and chunk, per
 -- Message-ID and digest, per part digest, the most histogram matches, then the sketch
 -- hashes looked up, the hashes only counted and the chunk digests (each list one string
--- of fixed-width values), where counts stop, how many sketch hashes a record must share
--- for lookup_add to leave it to the detector, the histogram group keys (4 bytes each; ''
+-- of fixed-width values), where counts stop, the histogram group keys (4 bytes each; ''
 -- to read the whole sum window), the width the client expects the newest segment to have
 -- and the fields of the first keys for it (4 bytes each, in the order of the wants below),
 -- the part digests (16 bytes each) and the recipient keys (8 bytes each).  It builds
 -- ``out`` (see RedisStore._parse_lookup; its first item is the newest segment's width, for
 -- the client's next call), ``order`` (the ids of the records read), ``docs`` (id ->
--- record) and ``could_match`` (lookup_add.lua adds the record only when it is false).
+-- record) and ``exact`` (records under the Message-ID key or a digest: lookup_add.lua adds
+-- the record only when there are none, as ``Found.exact``).
 --
 -- Every redis.call and every string or table a script makes costs from a fraction of a
 -- microsecond to a few (a string about a thousand instructions): each segment is read with
@@ -24,10 +24,10 @@ local cap, exact_cap, part_cap = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(
 local hmax = tonumber(ARGV[11])
 local sketch = split(ARGV[12], W_SKETCH)
 local counted = split(ARGV[13], W_SKETCH)
-local count_limit, least = tonumber(ARGV[15]), tonumber(ARGV[16])
-local sent_bits, sent_fields = tonumber(ARGV[18]), ARGV[19]
-local recipients = split(ARGV[21], W_RECIPIENT)
-local at = 22
+local count_limit = tonumber(ARGV[15])
+local sent_bits, sent_fields = tonumber(ARGV[17]), ARGV[18]
+local recipients = split(ARGV[20], W_RECIPIENT)
+local at = 21
 
 local meta = redis.call('HMGET', base .. 'c', 'p', 'segs', 'cur')
 if meta[1] and meta[1] ~= ARGV[1] then
@@ -112,8 +112,8 @@ for j, c in ipairs(split(ARGV[14], W_CHUNK_DIGEST)) do kwants[j] = want('k', c, 
 local lo, hi = math.max(0, hsum - window), math.min(65535, hsum + window)
 local hfirst, hgroup = #wkind + 1, {}
 if window > 0 then
-  if #ARGV[17] > 0 then
-    for g, key in ipairs(split(ARGV[17], 4)) do hgroup[want('h', key, 1e15)] = g - 1 end
+  if #ARGV[16] > 0 then
+    for g, key in ipairs(split(ARGV[16], 4)) do hgroup[want('h', key, 1e15)] = g - 1 end
   else
     for s = lo, hi do want('H', p16(s), 1e15) end
   end
@@ -121,14 +121,14 @@ end
 local hlast = #wkind
 -- A short message's parts: their newest records count as found by digest.
 local pwants = {}
-for j, d in ipairs(split(ARGV[20], 16)) do pwants[j] = want('g', d, part_cap) end
+for j, d in ipairs(split(ARGV[19], 16)) do pwants[j] = want('g', d, part_cap) end
 read(1, #wkind)
 -- The wants a record of this message has as postings, for lookup_add.lua: the first
 -- ``reuse`` of them (the client knows how many), with their fields in the newest segment.
 read_cache.wkind, read_cache.wkey, read_cache.wfield = wkind, wkey, wfield
 
 local out, order, docs = {segs[1] and segs[1].bits or 0}, {}, {}
-local could_match = false
+local exact = 0
 
 -- The records: one HMGET per segment for the ids wanted; ``fetch`` brings those not read
 -- yet.
@@ -233,7 +233,7 @@ else
       if not seen_d[id] then seen_d[id] = true; dids[#dids + 1] = id end
     end
   end
-  local exact = emit(out, wm and ids_of(wm) or none) + emit(out, dids)
+  exact = emit(out, wm and ids_of(wm) or none) + emit(out, dids)
   out[#out + 1] = wsize
   local hkept = {}
   for _, id in ipairs(close) do if docs[id] then hkept[#hkept + 1] = id end end
@@ -242,21 +242,10 @@ else
     out[#out + 1] = u40(id, 0); out[#out + 1] = diffs[id]
     if not listed[id] then listed[id] = true; order[#order + 1] = id end
   end
-  local hits = {}
   out[#out + 1] = #swants
-  for _, j in ipairs(swants) do
-    emit(out, ids_of(j))
-    for _, id in ipairs(ids_of(j)) do
-      if docs[id] then hits[id] = (hits[id] or 0) + 1 end
-    end
-  end
-  local chunks = 0
+  for _, j in ipairs(swants) do emit(out, ids_of(j)) end
   out[#out + 1] = #kwants
-  for _, j in ipairs(kwants) do chunks = chunks + emit(out, ids_of(j)) end
-  could_match = exact > 0 or #hkept > 0 or chunks > 0
-  if not could_match then
-    for _, count in pairs(hits) do if count >= least then could_match = true; break end end
-  end
+  for _, j in ipairs(kwants) do emit(out, ids_of(j)) end
 
   -- How many different texts hold each sketch hash (the text index, 'n'), up to
   -- count_limit: only worth reading when there are records to compare.
@@ -272,6 +261,7 @@ else
   end
   out[#out + 1] = #nlist
   for _, h in ipairs(nlist) do out[#out + 1] = #ids_of(nwant[h]) end
+
 
   -- The query's recipients filed under the clusters of the records read ('r': recipient
   -- key, then the cluster's id as 8 bytes).

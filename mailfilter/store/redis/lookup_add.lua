@@ -3,9 +3,9 @@
 -- record, how many of the lookup's first keys are postings of the record (they are not sent
 -- again) and its other postings (each its field for the width sent with the lookup, then
 -- its key; '' when the width was not known: the record is read).  When the lookup found no
--- record at all (so the
--- verdict can only be "unique"), the record is added and the verdict counted: one round
--- trip for a new message.  The reply is the lookup's plus the new id (0: nothing was
+-- record under the Message-ID key or a digest (``exact``, as mailfilter.store.Found.exact),
+-- the record is added and a "unique" verdict counted: one round trip for a new message (a
+-- near-duplicate's record is set right afterwards by the client).  The reply is the lookup's plus the new id (0: nothing was
 -- added; negative: added, and the partition's parameter id was created).
 ret, index_size = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
 parts, part, seg_ms = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]) * 1000
@@ -14,7 +14,7 @@ local reuse, record_postings = tonumber(ARGV[at + 7]), ARGV[at + 8]
 params = ARGV[1]
 
 local added = 0
-if not could_match then
+if exact == 0 then
   local opened = open_state()
   if opened.err then return opened end
   redis.call('HINCRBY', base .. 'c', counter_field, 1)

@@ -348,6 +348,16 @@ local function extend(id)
   return 1
 end
 
+-- A record written anew (its postings made again from it), in the segment it is in.
+local function update(id, data)
+  local seg, old = locate(id)
+  if not seg then return 0 end
+  unput(seg, id, old)
+  put(seg, id, data, nil, nil)
+  note_time(id, u32(data, O_LAST_SEEN))
+  return 1
+end
+
 local function forget(id)
   local seg, data = locate(id)
   if not seg then return 0 end

@@ -1,7 +1,7 @@
 -- The write script (after store.lua).  ARGV: params id, retention seconds, index size,
 -- partitions, this partition, segment seconds, then ops:
---   c FIELD | t ID WHEN RECIPIENTS | a RECORD POSTINGS BITS | f ID | i ID RECORD and
---   x ID (upgrades)
+--   c FIELD CHANGE | t ID WHEN RECIPIENTS | a RECORD POSTINGS BITS | u ID RECORD |
+--   f ID | i ID RECORD and x ID (upgrades)
 -- (POSTINGS: the record's postings as the client computed them for segments of BITS.)
 -- Reply: {1 if the partition's parameter id was (re)created else 0, one result per op}.
 params, ret, index_size = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -12,15 +12,18 @@ local out, at = {state.created}, 7
 while at <= #ARGV do
   local op = ARGV[at]
   if op == 'c' then
-    redis.call('HINCRBY', base .. 'c', ARGV[at + 1], 1)
+    redis.call('HINCRBY', base .. 'c', ARGV[at + 1], tonumber(ARGV[at + 2]))
     out[#out + 1] = 0
-    at = at + 2
+    at = at + 3
   elseif op == 't' then
     out[#out + 1] = touch(p40(tonumber(ARGV[at + 1])), tonumber(ARGV[at + 2]), ARGV[at + 3])
     at = at + 4
   elseif op == 'a' then
     out[#out + 1] = add(ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3]), true)
     at = at + 4
+  elseif op == 'u' then
+    out[#out + 1] = update(p40(tonumber(ARGV[at + 1])), ARGV[at + 2])
+    at = at + 3
   elseif op == 'f' then
     out[#out + 1] = forget(p40(tonumber(ARGV[at + 1])))
     at = at + 2
