@@ -13,7 +13,8 @@ the part of Rspamd that does dupfilter's job.  Its rule is the packaged one
 direct hash of shorter texts whose text plus subject reach 256 bytes (``min_bytes`` 1k
 over the text multiplier 4), attachments of every type from 1 KB) pointed at the local
 storage and writable, with the local storage's flag of Rspamd's documentation (11,
-``LOCAL_FUZZY_DENIED``).
+``LOCAL_FUZZY_DENIED``), and without the sender extensions (``no_share``: rspamd 3.4 sends
+a malformed one for a From without a domain, which the storage drops; fixed in 3.12).
 
 A check is one ``/checkv2`` request.  It matched when the rule's symbol is in the reply:
 the storage found an identical digest, or more than 16 of the 32 shingles of a text part
@@ -90,7 +91,7 @@ options {{
   dns {{ nameserver = ["{host}:53"]; timeout = 0.5s; retransmits = 1; }}
   task_timeout = 8s;
 }}
-logging {{ type = "file"; filename = "{folder}/log/rspamd.log"; level = "warning"; }}
+logging {{ type = "file"; filename = "{folder}/log/rspamd.log"; level = "error"; }}
 lua = "{folder}/learn.lua";
 
 worker "normal" {{
@@ -114,7 +115,11 @@ worker "fuzzy" {{
 }}
 
 # The stock module settings and rule (modules.d/fuzzy_check.conf), pointed at the storage
-# above and writable, with the local storage's flag of Rspamd's documentation.
+# above and writable, with the local storage's flag of Rspamd's documentation.  no_share:
+# rspamd 3.4 writes a malformed sender extension for a From without a domain ("" <>), the
+# storage drops that request and the check times out (fixed in 3.12, rspamd issue 5446);
+# without the extensions (sender domain and IP, for a shared storage's statistics) every
+# message is checked.
 fuzzy_check {{
   min_bytes = 1k;
   timeout = 2s;
@@ -129,6 +134,7 @@ fuzzy_check {{
     skip_unknown = yes;
     short_text_direct_hash = true;
     min_length = 64;
+    no_share = true;
     fuzzy_map = {{
       {symbol} {{ max_score = 20.0; flag = {flag}; }}
     }}
