@@ -22,8 +22,9 @@ the storage found an identical digest, or more than 16 of the 32 shingles of a t
 done by a postfilter of this configuration that calls ``rspamd_plugins.fuzzy_check.learn``
 after the check of the same request (one parse a message, as Rspamd's spamtrap module
 learns).  The storage batches its writes (every 60 s as packaged, every millisecond here);
-``check(raw, learn=True)`` returns once the write is in Redis (the storage's version key
-has moved), so each check sees every message before it.
+``check(raw, learn=True)`` returns once the write is in Redis (Redis publishes the INCR of
+the storage's version key: the client blocks on it, polling nothing), so each check sees
+every message before it.
 
 Rspamd 3.4's HTTP server closes the connection after each reply (no keep-alive), so
 concurrency is what a client can add: ``check_many`` keeps ``clients`` requests in flight.
@@ -186,6 +187,7 @@ class RspamdFuzzy:
         self.redis_process: subprocess.Popen[bytes] | None = None
         self.rspamd_process: subprocess.Popen[bytes] | None = None
         self.redis: redis.Redis | None = None
+        self.writes: redis.client.PubSub | None = None   # the storage's transactions
 
     # -- start and stop ------------------------------------------------------------------
 
@@ -208,10 +210,13 @@ class RspamdFuzzy:
         self.redis_process = subprocess.Popen(
             [REDIS_SERVER, "--bind", HOST, "--port", str(self.ports["redis"]), "--save", "",
              "--appendonly", "no", "--daemonize", "no", "--dir", str(self.folder / "db"),
-             "--logfile", str(self.folder / "log" / "redis.log")],
+             "--logfile", str(self.folder / "log" / "redis.log"),
+             "--notify-keyspace-events", "K$"],        # the version key's INCR, published
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port(HOST, self.ports["redis"])
         self.redis = redis.Redis(host=HOST, port=self.ports["redis"], socket_timeout=10)
+        self.writes = self.redis.pubsub()
+        self.writes.subscribe(f"__keyspace@0__:{VERSION_KEY}")
         config = self.folder / "rspamd.conf"
         config.write_text(CONFIG.format(host=HOST, folder=self.folder, cache=self.cache,
                                         workers=self.workers, sync=SYNC_SECONDS,
@@ -255,10 +260,12 @@ class RspamdFuzzy:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
+        if self.writes is not None:
+            self.writes.close()
         if self.redis is not None:
             self.redis.close()
         self.rspamd_process = self.redis_process = None
-        self.redis = None
+        self.redis = self.writes = None
 
     def log_tail(self, chars: int = 3000) -> str:
         text = ""
@@ -305,23 +312,33 @@ class RspamdFuzzy:
             headers.append(("From", sender))
         if learn:
             headers.append((LEARN_HEADER, "yes"))
-            before = self._version()
+            self._forget_writes()
         reply = self._post("normal", "/checkv2", raw, headers)
         symbols = reply.get("symbols") or {}
         learned = LEARNED in symbols
         if learned:
-            self._wait_for_write(before)
+            self._wait_for_write()
         match = symbols.get(SYMBOL) or symbols.get("LOCAL_FUZZY_UNKNOWN")
         return Reply(match is not None, learned, tuple(match.get("options", ())) if match
                      else ())
 
-    def _wait_for_write(self, before: int, timeout: float = 10.0) -> None:
+    def _forget_writes(self) -> None:
+        """Drop the notices of writes that came before (the probe's, a reset's)."""
+        assert self.writes is not None
+        while self.writes.get_message(timeout=0) is not None:
+            pass
+
+    def _wait_for_write(self, timeout: float = 10.0) -> None:
+        """Block until the storage's next transaction (Redis publishes its version INCR):
+        no polling, so the wait costs neither side any CPU."""
+        assert self.writes is not None
         deadline = time.monotonic() + timeout
-        while self._version() <= before:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the fuzzy storage did not write a learned message to "
-                                   f"Redis within {timeout} s:\n" + self.log_tail())
-            time.sleep(SYNC_SECONDS / 4)
+        while (left := deadline - time.monotonic()) > 0:
+            notice = self.writes.get_message(ignore_subscribe_messages=True, timeout=left)
+            if notice is not None and notice["type"] == "message":
+                return
+        raise RuntimeError("the fuzzy storage did not write a learned message to Redis "
+                           f"within {timeout} s:\n" + self.log_tail())
 
     def learn(self, raw: bytes) -> list[str]:
         """``/fuzzyadd`` through the controller, as ``rspamc -f 11 -w 10 fuzzy_add`` does;
