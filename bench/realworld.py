@@ -324,9 +324,12 @@ def run_rspamd(case: rc.Case, infos: list[tuple[str, str]], rspamd: RspamdFuzzy)
             outcomes.append(Outcome(delivery.expect, "error", reason=result.error,
                                     subject=subject, sender=sender, note=delivery.note))
             continue
+        # Each option is flag:hash:probability:type; the types say what matched (txt: a text
+        # part's shingles; bin: the digest of an attachment or of a short text; img).
+        kinds = sorted({option.rsplit(":", 1)[-1] for option in reply.options})
         outcomes.append(Outcome(delivery.expect, "flag" if reply.matched else "unique",
-                                reason=" ".join(reply.options), subject=subject,
-                                sender=sender, note=delivery.note))
+                                reason="+".join(kinds), subject=subject, sender=sender,
+                                note=delivery.note))
     return result
 
 
@@ -554,6 +557,10 @@ def render(report: Report, failures: bool = False) -> str:
         if first.reasons:
             out.append("  dupfilter reasons: " + ", ".join(f"{k} {v}"
                                                           for k, v in first.reasons.items()))
+        fuzzy = report.row(name, "rspamd-fuzzy")
+        if fuzzy is not None and fuzzy.reasons:
+            out.append("  rspamd-fuzzy matches (txt: shingles, bin: a digest): " + ", ".join(
+                f"{k} {v}" for k, v in fuzzy.reasons.items()))
         out.append("  dupfilter failing cases by format: " + ", ".join(
             f"{k} {v[0]}/{v[1]}" for k, v in first.formats.items()))
     out.append("\nsummary: false positives (must-unique) / flagged (must-flag), share of cases")
