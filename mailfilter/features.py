@@ -2,7 +2,7 @@
 belongs to, what it quotes, its data (identifiers), its calendar event and its attachments.
 
 These decide whether two messages that *look* alike are one message twice or two messages
-(see mailfilter/rules.py).  A record keeps them as one small opaque field
+(see mailfilter/rules/).  A record keeps them as one small opaque field
 (``Record.features``, encoded here, ~60–300 bytes); the store never reads it.  Pure
 functions, no I/O.
 """
