@@ -1,4 +1,4 @@
-"""Hard negatives and hard positives from real mail formats: dupfilter against three baselines.
+"""Hard negatives and hard positives from real mail formats: dupfilter against four baselines.
 
 Method.  Each *case* is an ordered sequence of 2-6 raw RFC 5322 messages (LF line ends, full
 headers: trace fields, From/To/Subject/Date/Message-ID, MIME, In-Reply-To/References for
@@ -55,7 +55,10 @@ before in the case); ``jaccard-5gram`` (exact resemblance ≥ 0.5 of lowercased 
 word 5-grams to any earlier message, over the decoded text/plain and text/html parts that
 are not attachments, HTML reduced to text by stripping tags); ``minhash-lsh`` (datasketch
 MinHash, 128 permutations, MinHashLSH threshold 0.5 over the same shingles: query, flag on
-any hit, insert).
+any hit, insert); ``rspamd-fuzzy`` (Rspamd's fuzzy_check, bench/peers/rspamd_peer.py: one
+rspamd and Redis on loopback for the run, the storage emptied for each case; each message
+is checked with ``/checkv2`` against the earlier ones, flagged when the stock rule's symbol
+matches, then learned; envelope sender and recipients go with the request).
 
 Output: a table per category (cases, judged messages, failing cases: "false positives" for
 must-unique categories, "flagged" for must-flag ones), a summary table, then ``targets met:
@@ -65,16 +68,18 @@ must-unique category ≤ 0.01 false positives; worst: the category furthest from
 
     python bench/realworld.py [--seed 1] [--cases 30] [--category NAME ...] [--failures]
                               [--json | --json-out FILE] [--write DIR] [--set S.K=V ...]
-                              [--no-baselines]
+                              [--no-baselines | --no-rspamd]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import email
 import email.policy
 import html
+import http.client
 import json
 import re
 import shutil
@@ -85,6 +90,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
@@ -98,8 +105,11 @@ from mailfilter.config import load_settings  # noqa: E402
 from mailfilter.engine import Engine  # noqa: E402
 from mailfilter.headers import verdict_value  # noqa: E402
 
+if TYPE_CHECKING:
+    from peers.rspamd_peer import RspamdFuzzy
+
 CORPUS_NAME = Path("shared") / "corpus" / "spamassassin.tar.gz"
-METHODS = ("dupfilter", "message-id", "jaccard-5gram", "minhash-lsh")
+METHODS = ("dupfilter", "message-id", "jaccard-5gram", "minhash-lsh", "rspamd-fuzzy")
 TARGET_FLAGGED, TARGET_FALSE_POSITIVES = 0.99, 0.01
 WORD = re.compile(r"[^\W_]+")
 NGRAM = 5
@@ -285,6 +295,45 @@ def run_baselines(case: rc.Case, infos: list[tuple[str, str]],
     return results
 
 
+def rspamd_peer() -> ModuleType:
+    """bench/peers/rspamd_peer.py, imported when the column is asked for; a clear error when
+    rspamd or redis-server is missing."""
+    peers = str(BENCH / "peers")
+    if peers not in sys.path:
+        sys.path.insert(0, peers)
+    import rspamd_peer
+
+    for program in (rspamd_peer.RSPAMD, rspamd_peer.REDIS_SERVER):
+        if not Path(program).exists():
+            raise SystemExit(f"{program} is missing: apt-get install rspamd redis-server "
+                             "(or --no-rspamd)")
+    return rspamd_peer
+
+
+def run_rspamd(case: rc.Case, infos: list[tuple[str, str]], rspamd: RspamdFuzzy) -> CaseResult:
+    """Rspamd's fuzzy_check on an emptied storage: each message checked against the earlier
+    ones of the case, then learned (the write is in Redis before the next check)."""
+    rspamd.reset()
+    outcomes: list[Outcome] = []
+    result = CaseResult(case.category, case.index, case.format, "rspamd-fuzzy", outcomes)
+    for delivery, (subject, sender) in zip(case.deliveries, infos, strict=True):
+        try:
+            reply = rspamd.check(delivery.raw, learn=True, sender=delivery.sender,
+                                 recipients=delivery.recipients)
+        except (OSError, RuntimeError, http.client.HTTPException, ValueError) as error:
+            result.error = f"{type(error).__name__}: {error}"
+            outcomes.append(Outcome(delivery.expect, "error", reason=result.error,
+                                    subject=subject, sender=sender, note=delivery.note))
+            continue
+        # Each option is flag:hash:probability:type; the types say what matched (txt: a text
+        # part's shingles; bin: the digest of an attachment or of a short text; img).
+        kinds = sorted({option.rsplit(":", 1)[-1] for option in reply.options})
+        outcomes.append(Outcome(delivery.expect, "flag" if reply.matched else "unique",
+                                reason="+".join(kinds), subject=subject, sender=sender,
+                                note=delivery.note))
+    return result
+
+
 # -- dupfilter -----------------------------------------------------------------------------
 
 
@@ -388,14 +437,23 @@ def summarise(category: str, target: str, method: str, results: list[CaseResult]
 
 def evaluate(pool: realworld_corpus.TextPool, *, seed: int = 1, cases: int = 30,
              categories: Sequence[str] | None = None, overrides: Sequence[str] = (),
-             baselines: bool = True, write: Path | None = None,
+             baselines: bool = True, rspamd: bool = True, write: Path | None = None,
              progress: bool = False) -> Report:
+    """Every case of the chosen categories through dupfilter and, with ``baselines``, the
+    three simple baselines and (with ``rspamd``) Rspamd's fuzzy_check."""
     ctx = rc.Context(pool, seed)
     names = list(categories or rc.CATEGORIES)
     rows: list[Row] = []
     results: list[CaseResult] = []
     seconds = {"build": 0.0, "dupfilter": 0.0, "baselines": 0.0}
-    with tempfile.TemporaryDirectory(prefix="dupfilter-realworld-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dupfilter-realworld-") as tmp, \
+            contextlib.ExitStack() as servers:
+        fuzzy = None
+        if baselines and rspamd:
+            seconds["rspamd"] = 0.0
+            started = time.perf_counter()
+            fuzzy = servers.enter_context(rspamd_peer().RspamdFuzzy(Path(tmp) / "rspamd"))
+            seconds["rspamd start"] = time.perf_counter() - started
         for name in names:
             category = rc.CATEGORIES[name]
             started = time.perf_counter()
@@ -417,6 +475,10 @@ def evaluate(pool: realworld_corpus.TextPool, *, seed: int = 1, cases: int = 30,
                     for result in run_baselines(case, infos, sets):
                         per_method[result.method].append(result)
                     seconds["baselines"] += time.perf_counter() - started
+                if fuzzy is not None:
+                    started = time.perf_counter()
+                    per_method["rspamd-fuzzy"].append(run_rspamd(case, infos, fuzzy))
+                    seconds["rspamd"] += time.perf_counter() - started
                 shutil.rmtree(folder, ignore_errors=True)
             for method in METHODS:
                 if per_method[method]:
@@ -496,6 +558,10 @@ def render(report: Report, failures: bool = False) -> str:
         if first.reasons:
             out.append("  dupfilter reasons: " + ", ".join(f"{k} {v}"
                                                           for k, v in first.reasons.items()))
+        fuzzy = report.row(name, "rspamd-fuzzy")
+        if fuzzy is not None and fuzzy.reasons:
+            out.append("  rspamd-fuzzy matches (txt: shingles, bin: a digest): " + ", ".join(
+                f"{k} {v}" for k, v in fuzzy.reasons.items()))
         out.append("  dupfilter failing cases by format: " + ", ".join(
             f"{k} {v[0]}/{v[1]}" for k, v in first.formats.items()))
     out.append("\nsummary: false positives (must-unique) / flagged (must-flag), share of cases")
@@ -588,6 +654,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="override a dupfilter setting, e.g. detector.min_words=20")
     parser.add_argument("--no-baselines", action="store_true",
                         help="run dupfilter only")
+    parser.add_argument("--no-rspamd", action="store_true",
+                        help="leave out the Rspamd column (which needs the Debian packages "
+                             "rspamd and redis-server)")
     parser.add_argument("--progress", action="store_true", help="one line per category "
                         "on stderr")
     args = parser.parse_args(argv)
@@ -598,7 +667,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     loading = time.perf_counter() - started
     report = evaluate(pool, seed=args.seed, cases=args.cases,
                       categories=args.category or None, overrides=args.set,
-                      baselines=not args.no_baselines, write=args.write,
+                      baselines=not args.no_baselines, rspamd=not args.no_rspamd,
+                      write=args.write,
                       progress=args.progress)
     report.seconds = {"corpus": loading, **report.seconds,
                       "total": time.perf_counter() - started}

@@ -3,13 +3,15 @@
 Each round runs every tool once, as its own child process, over the same messages:
 ``dupfilter-db import`` and ``dupfilter-db scan --json`` (fresh stores), the seed's Perl
 Text::DeDuper, datasketch MinHash + MinHashLSH, rensa's RMinHash + RMinHashLSH (Rust),
-procmail's ``formail -D`` (Message-ID cache)
-and mailfilter's parse + compute alone, timed per message.  The order rotates from round to
-round; the table gives medians over rounds.  Peak RSS is the child's maximum resident set
-as GNU time reports it.
+procmail's ``formail -D`` (Message-ID cache), Rspamd's fuzzy_check (a private rspamd and
+Redis on loopback: checks with requests in flight, check + learn likewise, and check +
+learn in order; their times and CPU are of the measured pass alone, without Rspamd's
+start-up) and mailfilter's parse + compute alone, timed per message.  The order rotates
+from round to round; the table gives medians over rounds.  Peak RSS is the child's maximum
+resident set as GNU time reports it (for Rspamd, the largest of its server processes).
 
     python bench/throughput.py [--rounds 3] [--limit N] [--corpus TGZ] [--deduper SEED]
-                               [--only NAME,...]
+                               [--only NAME,...] [--rspamd-clients 8]
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ FORMAIL_CACHE_BYTES = "100000000"
 SLOW_MS = 50.0
 TIME = "/usr/bin/time"
 SCAN = "dupfilter-db scan"
+RSPAMD_CLIENTS = 8        # requests in flight: as many as keep both normal workers busy
 # Runs in its own interpreter: one warm-up call, then parse + compute each listed file and
 # print its milliseconds (with numpy, as dupfilter-db and the daemons fingerprint).
 PER_MESSAGE = r"""
@@ -137,12 +140,15 @@ def child_env() -> dict[str, str]:
 
 
 def ensure_peers() -> None:
-    """Install GNU time, formail, Digest::MD4 and datasketch where missing, saying so."""
+    """Install GNU time, formail, Digest::MD4, rspamd, Redis, datasketch, rensa and redis-py
+    where missing, saying so."""
     missing = []
     if not os.access(TIME, os.X_OK):
         missing.append("time")
-    if shutil.which("formail") is None:
-        missing.append("procmail")
+    for command, package in (("formail", "procmail"), ("rspamd", "rspamd"),
+                             ("redis-server", "redis-server")):
+        if shutil.which(command) is None:
+            missing.append(package)
     if subprocess.run(["perl", "-MDigest::MD4", "-e", "1"], capture_output=True).returncode:
         missing.append("libdigest-md4-perl")
     if missing:
@@ -152,7 +158,8 @@ def ensure_peers() -> None:
         if subprocess.run(install, env=env).returncode:
             subprocess.run(["apt-get", "update"], env=env, check=True)
             subprocess.run(install, env=env, check=True)
-    for module, requirement in (("datasketch", "datasketch>=1.5"), ("rensa", "rensa>=0.5")):
+    for module, requirement in (("datasketch", "datasketch>=1.5"), ("rensa", "rensa>=0.5"),
+                                ("redis", "redis>=5.0")):
         if importlib.util.find_spec(module) is None:
             print(f"installing {module} (pip)", flush=True)
             subprocess.run([sys.executable, "-m", "pip", "install", requirement], check=True)
@@ -213,6 +220,22 @@ def counted(key: str) -> Callable[[Child], str]:
     return read
 
 
+def peer_measured(child: Child) -> Child:
+    """The pass a peer timed itself (``seconds``, ``cpu_seconds``, ``peak_rss_kb`` lines) in
+    place of its whole process: Rspamd's start-up and the learning before a check-only pass
+    are not what is compared, and its CPU is spent in server processes, not in the child."""
+    report = dict(line.split(" ", 1) for line in child.stdout.read_text().splitlines()
+                  if " " in line)
+    return Child(float(report["seconds"]), int(report["peak_rss_kb"]), child.stdout,
+                 float(report["cpu_seconds"]))
+
+
+def rspamd_found(child: Child) -> str:
+    """Checks that matched, and what the HTTP client spent beside the servers."""
+    return (f"{counted('matched')(child)} matched; client "
+            f"{float(counted('client_cpu_seconds')(child)):.2f} s CPU")
+
+
 def scan_found(expected: int) -> Callable[[Child], str]:
     """Reader of ``scan --json`` output: how many verdicts were not ``unique``, by kind."""
     def read(child: Child) -> str:
@@ -234,12 +257,18 @@ def formail_found(expected: int) -> Callable[[Child], str]:
     return read
 
 
-def tools(corpus: Corpus, dupfilter: list[str] | None,
-          per_message: list[list[float]]) -> list[Tool]:
+def tools(corpus: Corpus, dupfilter: list[str] | None, per_message: list[list[float]],
+          rspamd_clients: int = RSPAMD_CLIENTS, rspamd_cache: Path | None = None) -> list[Tool]:
     """Every contender of this run, dupfilter's first when its CLI exists."""
     env = child_env()
     count = len(corpus.paths)
     listing = corpus.list_file
+    cache = ["--cache", rspamd_cache] if rspamd_cache else []
+
+    def rspamd(mode: str) -> Callable[[Path], Child]:
+        return lambda w: peer_measured(run_child(
+            [sys.executable, PEERS / "rspamd_peer.py", mode, listing, "--clients",
+             str(rspamd_clients), *cache], w, env=env))
 
     def per_message_found(child: Child) -> str:
         per_message.append([float(ms) for ms in child.stdout.read_text().split()])
@@ -258,6 +287,9 @@ def tools(corpus: Corpus, dupfilter: list[str] | None,
         Tool("formail -D", lambda w: run_child(
             ["formail", "-D", FORMAIL_CACHE_BYTES, w / "idcache", "-s"], w, stdin=corpus.mbox),
             formail_found(count)),
+        Tool(f"Rspamd fuzzy check x{rspamd_clients}", rspamd("check"), rspamd_found),
+        Tool(f"Rspamd check+learn x{rspamd_clients}", rspamd("learn"), rspamd_found),
+        Tool("Rspamd check+learn in order", rspamd("ordered"), rspamd_found),
         Tool("parse+compute only", lambda w: run_child(
             [sys.executable, "-c", PER_MESSAGE, listing], w, env=env), per_message_found),
     ]
@@ -275,6 +307,18 @@ def tools(corpus: Corpus, dupfilter: list[str] | None,
             env=env), scan_found(count)),
         *peers,
     ]
+
+
+def warm_rspamd(cache: Path, tmp: Path) -> None:
+    """Start the Rspamd peer once on no message: its first start compiles its patterns into
+    ``cache`` (about 15 s and a 300 MB peak), which every measured start then reuses."""
+    nothing = tmp / "no-messages.list"
+    nothing.write_text("", encoding="utf-8")
+    workdir = tmp / "rspamd-warm-up"
+    workdir.mkdir()
+    run_child([sys.executable, PEERS / "rspamd_peer.py", "check", nothing, "--cache", cache],
+              workdir, env=child_env())
+    shutil.rmtree(workdir)
 
 
 def run_rounds(contenders: list[Tool], rounds: int, tmp: Path) -> None:
@@ -357,9 +401,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", metavar="NAME,...",
                         help="run only the tools whose names contain one of these "
                              "(e.g. 'jobs 1,rensa'); the ratios need scan --jobs 1 or scan")
+    parser.add_argument("--rspamd-clients", type=int, default=RSPAMD_CLIENTS,
+                        help="requests in flight for the unordered Rspamd rows "
+                             f"(default {RSPAMD_CLIENTS})")
     args = parser.parse_args(argv)
-    if args.rounds < 1 or (args.limit is not None and args.limit < 1):
-        parser.error("--rounds and --limit must be at least 1")
+    if args.rounds < 1 or (args.limit is not None and args.limit < 1) or \
+            args.rspamd_clients < 1:
+        parser.error("--rounds, --limit and --rspamd-clients must be at least 1")
     return args
 
 
@@ -373,10 +421,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         corpus = prepare(args.corpus, args.deduper, args.limit, tmp)
         count = len(corpus.paths)
         per_message: list[list[float]] = []
-        contenders = tools(corpus, dupfilter, per_message)
+        rspamd_cache = tmp / "rspamd-cache"
+        contenders = tools(corpus, dupfilter, per_message, args.rspamd_clients, rspamd_cache)
         if args.only:
             wanted = [part.strip() for part in args.only.split(",") if part.strip()]
             contenders = [t for t in contenders if any(w in t.name for w in wanted)]
+        if any(t.name.startswith("Rspamd") for t in contenders):
+            warm_rspamd(rspamd_cache, tmp)
         print(f"{count} messages, {corpus.total_bytes / 1e6:.1f} MB, {args.rounds} round(s)"
               + ("; no mailfilter/cli.py yet: dupfilter-db skipped" if dupfilter is None else ""),
               flush=True)
