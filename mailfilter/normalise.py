@@ -76,9 +76,9 @@ _FORWARD = Pattern(rf"\s*(?:\[[^\]]*\]\s*)?(?:{_words(FORWARD_PREFIXES)})\s*(?:\
                    re.IGNORECASE)
 # Every leading prefix and list tag (a tag with a number — "[Ticket #27271]" — names the
 # thread and stays).
-_LEADING = Pattern(
-    rf"^(?:\s*(?:\[[^\]\d]{{0,60}}\]|(?:{_words(REPLY_PREFIXES + FORWARD_PREFIXES + RESEND_PREFIXES)})"
-    r"\s*(?:\[\d+\])?\s*:))+", re.IGNORECASE)
+_ALL_PREFIXES = _words(REPLY_PREFIXES + FORWARD_PREFIXES + RESEND_PREFIXES)
+_LEADING = Pattern(rf"^(?:\s*(?:\[[^\]\d]{{0,60}}\]|(?:{_ALL_PREFIXES})\s*(?:\[\d+\])?\s*:))+",
+                   re.IGNORECASE)
 _MARKS = Pattern(rf"\s*[(\[](?:{_words(RESEND_MARKS)})[)\]]\s*", re.IGNORECASE)
 # Anywhere in a subject: list tags (also with the list's post number, "[Python-list 1234]",
 # Mailman's %d: one post cross-posted to two such lists has two numbers, and is still one
