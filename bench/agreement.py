@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 if best < args.threshold:
                     continue
                 pairs += 1
-                called = verdict.verdict != "unique"
+                called = verdict.is_duplicate
                 flagged += called
                 top = verdict.evidence[0] if verdict.evidence else None
                 rule = (top.rule or "no rule") if top is not None else "no candidate"

@@ -222,7 +222,8 @@ class _Index:
 def _judge(check: Check, verdict: Verdict, paths: dict[int, str], source_doc: int | None
            ) -> None:
     """Copy the verdict and the measures against the source original into ``check``."""
-    check.verdict, check.reason, check.score = verdict.verdict, verdict.reason, verdict.score
+    check.verdict, check.reason, check.score = str(verdict.kind), verdict.measure, \
+        verdict.score
     check.matched = paths.get(verdict.match.doc_id, "?") if verdict.match else ""
     check.right = verdict.match is not None and verdict.match.doc_id == source_doc
     check.source_found = False

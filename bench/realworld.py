@@ -96,6 +96,7 @@ from quality import apply_overrides  # noqa: E402  (the same --set as bench/qual
 
 from mailfilter.config import load_settings  # noqa: E402
 from mailfilter.engine import Engine  # noqa: E402
+from mailfilter.headers import verdict_value  # noqa: E402
 
 CORPUS_NAME = Path("shared") / "corpus" / "spamassassin.tar.gz"
 METHODS = ("dupfilter", "message-id", "jaccard-5gram", "minhash-lsh")
@@ -326,8 +327,8 @@ def run_dupfilter(case: rc.Case, overrides: Sequence[str], infos: list[tuple[str
                 outcomes.append(Outcome(delivery.expect, "error", reason=result.error,
                                         subject=subject, sender=sender, note=delivery.note))
                 continue
-            outcomes.append(Outcome(delivery.expect, str(verdict.verdict), verdict.reason or "",
-                                    verdict.score, verdict.header_value(), subject, sender,
+            outcomes.append(Outcome(delivery.expect, str(verdict.kind), verdict.measure or "",
+                                    verdict.score, verdict_value(verdict), subject, sender,
                                     delivery.note))
     finally:
         engine.close()

@@ -88,7 +88,7 @@ def _worker(spec: dict) -> dict:
             t2 = time.perf_counter()
             fingerprint += t1 - t0
             store += t2 - t1
-            found += verdict.verdict != "unique"
+            found += verdict.is_duplicate
         ended = time.time()
         engine.close()
     else:

@@ -152,9 +152,10 @@ def tail_work(engine: Engine, analyses: list[Analysis], latencies: list[float],
     slow = sorted(range(len(analyses)), key=per.__getitem__)[-max(1, len(analyses) // 100):]
     work = []
     for analysis in analyses:
-        probe = engine.detector.probe(analysis.fingerprint, analysis.message_id)
-        found = engine.store.lookup(probe)
-        work.append((len(found.records), found.histogram_window_size))
+        query = engine.detector.query(analysis.fingerprint, analysis.message_id)
+        found = engine.store.lookup(query)
+        weighed = engine.detector.candidates(analysis.fingerprint, query, found)
+        work.append((len(weighed.records), found.histogram_window_size))
     return {"slow_records": statistics.median(work[i][0] for i in slow),
             "slow_window": statistics.median(work[i][1] for i in slow),
             "all_records": statistics.median(w[0] for w in work),

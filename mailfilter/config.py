@@ -135,9 +135,14 @@ class DetectorSettings:
     # Each is a near-duplicate on its own; a large store holds hundreds of near-identical
     # histograms in one window, and weighing them all would make checks grow with it.
     histogram_candidates: int = 8
-    # A shingle that this many stored messages share is boilerplate (a list footer, a
-    # disclaimer, a banner): it is left out of resemblance and candidate lookup.
+    # A shingle that this many *different* stored texts share is boilerplate (a list footer,
+    # a disclaimer, a banner): it is left out of resemblance and candidate lookup.  Copies
+    # of one text (a campaign, a newsletter's personalised copies) count once.
     common_postings: int = 8
+    # A near-duplicate at least this alike (or an exact, histogram or calendar match) is a
+    # copy of its match's text: it joins that text's cluster (counted once for
+    # boilerplate; its recipients filed under the cluster).  Below it, another text.
+    copy_threshold: float = 0.8
     # Near-duplicates from one sender domain must agree on their data (numbers, codes,
     # dates, host names): templated mail with new data is a new message.
     compare_identifiers: bool = True
@@ -265,6 +270,8 @@ class Settings:
              "detector.automated_threshold", "must be in (0, 1]"),
             (0.0 < detector.attachment_threshold <= 1.0,
              "detector.attachment_threshold", "must be in (0, 1]"),
+            (0.0 < detector.copy_threshold <= 1.0,
+             "detector.copy_threshold", "must be in (0, 1]"),
             (detector.min_words >= 0, "detector.min_words", "must be 0 or more"),
             (detector.histogram_window >= 0, "detector.histogram_window", "must be 0 or more"),
             (0 <= detector.histogram_max_positions <= 36, "detector.histogram_max_positions",

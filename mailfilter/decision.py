@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from mailfilter.config import ActionSettings, MilterSettings, SmtpdSettings
-from mailfilter.headers import clean_value
+from mailfilter.headers import verdict_value
 from mailfilter.names import MILTER_ACTIONS, SMTPD_ACTIONS, Action, Kind
 from mailfilter.store import recipient_key
 
@@ -101,11 +101,11 @@ def plan(verdict: Verdict, settings: FrontEndSettings | None, recipients: Sequen
     compared by :func:`~mailfilter.store.recipient_key` (case and brackets do not count).
     """
     actions = settings.actions if settings is not None else ActionSettings()
-    kind = Kind(verdict.verdict)
+    kind = verdict.kind
     action = Action(actions.for_verdict(kind))
     if action not in front_end.actions:
         raise ValueError(f"{front_end.name} cannot {action} (settings: {kind.key})")
-    header = clean_value(verdict.header_value())
+    header = verdict_value(verdict)
     record = verdict.record_allowed
     if verdict.is_duplicate and action in _NARROWED:
         seen = {recipient_key(address) for address in verdict.recipients_seen}

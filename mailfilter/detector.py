@@ -7,23 +7,25 @@ detector already knows.  It speaks no protocol and parses nothing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from mailfilter.aliases import bare as bare_address
 from mailfilter.config import DetectorSettings
 from mailfilter.features import AttachmentSummary, Features
 from mailfilter.fingerprint import Fingerprint
-from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE
-from mailfilter.rules import Pair, judge
+from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE, Kind
+from mailfilter.rules import Pair, RuleName, judge
 from mailfilter.similarity import (
     chunk_similarity,
     histogram_distance,
     sketch_comparison,
 )
 from mailfilter.store import (
-    Probe,
+    NEWEST_EXACT,
+    NEWEST_PART,
+    Found,
+    Query,
     Record,
     Store,
     message_id_key,
@@ -31,68 +33,107 @@ from mailfilter.store import (
     safe_message_id,
 )
 
-_UNSAFE_NAME = re.compile(r'[\x00-\x1f\x7f";\\]')
-
-
-def _safe_name(name: str) -> str:
-    """A file name fit for a header value: no quotes, controls or ';', bounded."""
-    return _UNSAFE_NAME.sub("_", name)[:80] or "(no name)"
-
-
 _RANK = {UNIQUE: 0, NEAR_DUPLICATE: 1, DUPLICATE: 2}
 # Fewest sketch hashes left after discounting boilerplate for a resemblance to mean much.
 _MIN_RESIDUAL = 8
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Evidence:
-    """One stored record the detector weighed, and what it made of it."""
+    """One stored record the detector weighed, every measure it took, and what the pair
+    rules made of it."""
 
     record: Record
-    found_by: list[str]
-    verdict: str = UNIQUE
-    reason: str = ""
+    found_by: tuple[str, ...]
+    kind: Kind = UNIQUE
+    rule: RuleName | None = None        # the pair rule that decided, either way
+    measure: str = ""                   # the measure that matched (the header's reason=)
     score: float | None = None
+    note: str = ""                      # why, in words (explain)
+    attachment: AttachmentSummary | None = None
     resemblance: float | None = None
     containment: float | None = None
     histogram_positions: int | None = None
     histogram_largest: int | None = None
     attachment_similarity: float | None = None
     recipients_seen: tuple[str, ...] = ()
-    note: str = ""
-    # The rule that decided (mailfilter/rules.py), and the attachment it matched on.
-    rule: str = ""
-    attachment: AttachmentSummary | None = None
-
-
-@dataclass(slots=True)
-class Verdict:
-    """The decision on one message, with everything needed to act, record and explain."""
-
-    verdict: str
-    score: float | None
-    reason: str
-    match: Record | None
-    fingerprint: Fingerprint
-    message_id: str | None
-    recipients: tuple[str, ...] = ()
-    recipients_seen: tuple[str, ...] = ()
-    evidence: list[Evidence] = field(default_factory=list)
-    containment: float | None = None
-    skipped_by: str | None = None
-    defects: tuple[str, ...] = ()
-    # The id of the record the store added while checking (Store.lookup_or_add).
-    recorded_id: int | None = None
-    # False when an allow rule says this message must not be remembered.
-    record_allowed: bool = True
-    # The allow rule that exempted this message from recording (action no-record).
-    rule: str | None = None
-    # The attachment a near-duplicate by attachments matched on (named in the header).
-    attachment: AttachmentSummary | None = None
+    # What the rules judged, before recipient scope (a copy of the record's text, new only
+    # to these recipients, is judged a duplicate here and unique in ``kind``).
+    judged: Kind = UNIQUE
 
     @property
     def is_duplicate(self) -> bool:
-        return self.verdict != UNIQUE
+        return self.kind is not UNIQUE
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """The records a check weighs, by which index each was found, and the message's
+    sketch hashes held by many different stored texts (boilerplate: hash → how many)."""
+
+    records: dict[int, Record]
+    by_message_id: list[int]
+    by_digest: list[int]
+    by_histogram: dict[int, int]
+    by_shingle: dict[int, int]
+    by_chunk: dict[int, int]
+    sharing: frozenset[int]          # ids of records whose sketch shares a hash with it
+    boilerplate: dict[int, int]
+    delivered: dict[int, frozenset[int]]
+
+
+# Measures that say "this very message again": recording bumps the matched record.
+_EXACT_MEASURES = frozenset(("digest", "message-id"))
+# Measures that make a match a copy of the stored text whatever the resemblance.
+_COPY_MEASURES = _EXACT_MEASURES | {"histogram", "calendar"}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The decision on one message, with everything needed to act, record and explain."""
+
+    kind: Kind
+    fingerprint: Fingerprint
+    message_id: str | None
+    score: float | None = None
+    measure: str = ""                   # the header's reason=: what matched
+    match: Record | None = None
+    decided_by: RuleName | None = None  # the pair rule of the best evidence
+    recipients: tuple[str, ...] = ()
+    recipients_seen: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    containment: float | None = None
+    # The attachment a near-duplicate by attachments matched on (named in the header).
+    attachment: AttachmentSummary | None = None
+    defects: tuple[str, ...] = ()
+    # Allow rules (mailfilter/policy.py): the one that skipped the check, or the one that
+    # exempted the message from recording (action no-record).
+    skipped_by: str | None = None
+    exempted_by: str | None = None
+    # The id of the record the store added while checking (Store.lookup_or_add).
+    recorded_id: int | None = None
+    # The message's sketch hashes left out as boilerplate: (hash, different stored texts
+    # holding it, counted up to common_postings).
+    boilerplate: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def is_duplicate(self) -> bool:
+        return self.kind is not UNIQUE
+
+    def copy_of(self, copy_threshold: float) -> Record | None:
+        """The record whose text this message is again, the closest: judged a duplicate
+        or near-duplicate by the rules (whether or not recipient scope made it new for
+        these recipients) by an exact measure, the histogram, or a resemblance of at least
+        ``copy_threshold``.  None: another text (a looser near-duplicate is its own)."""
+        copies = [e for e in self.evidence if e.judged is not UNIQUE and (
+            e.measure in _COPY_MEASURES or (e.resemblance or 0.0) >= copy_threshold)]
+        best = max(copies, key=lambda e: (_RANK[e.judged], e.score or 0.0), default=None)
+        return best.record if best is not None else None
+
+    @property
+    def record_allowed(self) -> bool:
+        """False when an allow rule says this message must not be remembered."""
+        return self.skipped_by is None and self.exempted_by is None
 
     @property
     def seen(self) -> int:
@@ -108,24 +149,13 @@ class Verdict:
         seen = {recipient_key(address) for address in self.recipients_seen}
         return all(recipient_key(address) in seen for address in self.recipients)
 
-    def header_value(self) -> str:
-        """The ``X-Dupfilter:`` value: verdict; score; reason; match; seen (no CR/LF)."""
-        parts = [self.verdict]
-        if self.skipped_by:
-            parts.append(f"skipped={self.skipped_by}")
-        if self.is_duplicate:
-            parts.append(f"score={self.score:.2f}" if self.score is not None else "score=1.00")
-            parts.append(f"reason={self.reason}")
-            match_id = safe_message_id(self.match.message_id if self.match else None)
-            if match_id:
-                parts.append(f"match=<{match_id.strip('<>')}>")
-            parts.append(f"seen={self.seen}")
-            if self.attachment is not None:
-                parts.append(f"attachment=\"{_safe_name(self.attachment.name)}\" "
-                             f"({self.attachment.size} bytes)")
-        if self.rule:
-            parts.append(f"rule={self.rule}")
-        return "; ".join(parts)
+    @property
+    def exact_match(self) -> Record | None:
+        """The stored record this message is again, exactly: its text, judged a duplicate
+        by Message-ID or digest (also when recipient scope made it new for these
+        recipients, who are then added to that record)."""
+        return next((e.record for e in self.evidence if e.measure in _EXACT_MEASURES
+                     and e.record.digest == self.fingerprint.digest), None)
 
     def as_dict(self) -> dict[str, object]:
         match = None
@@ -133,13 +163,14 @@ class Verdict:
             match = {"message_id": self.match.message_id, "id": self.match.doc_id,
                      "seen": self.match.seen, "first_seen": self.match.first_seen,
                      "last_seen": self.match.last_seen}
-        return {"verdict": self.verdict,
+        return {"verdict": self.kind.value,
                 "score": None if self.score is None else round(self.score, 4),
-                "reason": self.reason or None, "match": match, "seen": self.seen,
+                "reason": self.measure or None, "match": match, "seen": self.seen,
                 "message_id": self.message_id,
                 "recipients_seen": list(self.recipients_seen),
                 "containment": None if self.containment is None else round(self.containment, 4),
-                "skipped_by": self.skipped_by, "rule": self.rule,
+                "skipped_by": self.skipped_by, "rule": self.exempted_by,
+                "decided_by": self.decided_by.value if self.decided_by else None,
                 "attachment": None if self.attachment is None else {
                     "name": self.attachment.name, "size": self.attachment.size},
                 "why": None if self.is_duplicate or not self.evidence
@@ -172,121 +203,168 @@ class Detector:
         return self.settings.histogram_rule and fp.histogram_chars >= \
             self.settings.histogram_min_chars
 
-    def probe(self, fp: Fingerprint, message_id: str | None) -> Probe:
+    def query(self, fp: Fingerprint, message_id: str | None,
+              recipients: Sequence[str] = ()) -> Query:
+        """What to read for one message (every limit is a detector setting)."""
         s = self.settings
         # Short texts are looked up by their shingles too: a short message sent again with
-        # a line added shares all of them (rules.py decides what that means).
+        # a line added shares all of them (the resend rule decides what that means).
         index = fp.sketch[:self.index_size]
-        return Probe(
+        scoped = s.scope == "recipient" and bool(recipients)
+        return Query(
             message_id_key=message_id_key(message_id) if s.match_message_id else None,
-            digest=fp.digest,
+            digests=(fp.digest, *fp.part_digests),
+            shingles=index,
+            chunks=tuple(d for d, _ in fp.chunks[:self.index_size]),
             histogram=fp.histogram,
             histogram_sum=fp.histogram_sum,
             histogram_window=s.histogram_window if self._histogram_applies(fp) else 0,
             histogram_max_positions=s.histogram_max_positions,
-            sketch_index=index,
-            min_shared=max(1, len(index) // 8),
+            histogram_limit=min(s.max_candidates, s.histogram_candidates),
+            exact_limit=NEWEST_EXACT,
+            part_limit=NEWEST_PART,
+            shingle_limit=s.posting_cap,
             # Boilerplate can sit anywhere (disclaimers, banners, sponsor blocks): every
-            # sketch hash that many stored messages share is discounted, not only those
-            # of the last lines.
-            tail_hashes=fp.sketch if index else (),
-            common_postings=s.common_postings,
-            sketch=fp.sketch if index else (),
-            chunk_index=tuple(d for d, _ in fp.chunks[:self.index_size]),
-            posting_cap=s.posting_cap,
-            max_candidates=s.max_candidates,
-            histogram_candidates=s.histogram_candidates,
-            part_digests=fp.part_digests,
+            # sketch hash that many different stored texts share is discounted.
+            counted=fp.sketch[self.index_size:] if index else (),
+            count_limit=s.common_postings,
+            recipients=tuple(dict.fromkeys(self.recipient_key(r) for r in recipients))
+            if scoped else (),
+            add_unless_shared=max(1, len(index) // 8),
         )
+
+    def candidates(self, fp: Fingerprint, query: Query, found: Found) -> Candidates:
+        """The records worth weighing, and the message's boilerplate hashes.
+
+        A sketch hash that ``common_postings`` different stored texts file is boilerplate
+        (a copy files only what its text cluster lacks, so a campaign's or a newsletter's
+        copies never make its own text look common): left out of the lookup (unless it is
+        all there is) and of resemblance.  Of the records sharing hashes, those sharing at
+        least an eighth of the index, most shared first, up to ``max_candidates``; with
+        every record under an exact key, in the histogram window or sharing a chunk.
+        """
+        s = self.settings
+        common = s.common_postings
+        boilerplate = {value: count for value, count in found.counts.items()
+                       if count >= common}
+        index = [value for value in query.shingles if value in found.by_shingle]
+        looked_up = [value for value in index if value not in boilerplate] or index
+        hits: dict[int, int] = {}
+        for value in looked_up:
+            for doc_id in found.by_shingle[value]:
+                hits[doc_id] = hits.get(doc_id, 0) + 1
+        by_shingle = dict(sorted(((doc_id, count) for doc_id, count in hits.items()
+                                  if count >= query.add_unless_shared),
+                                 key=lambda item: -item[1])[:s.max_candidates])
+        chunk_hits: dict[int, int] = {}
+        for ids in found.by_chunk.values():
+            for doc_id in ids:
+                chunk_hits[doc_id] = chunk_hits.get(doc_id, 0) + 1
+        by_chunk = dict(sorted(chunk_hits.items(), key=lambda item: -item[1])[:s.max_candidates])
+        wanted = set(found.by_message_id).union(found.by_digest, found.by_histogram,
+                                                by_shingle, by_chunk)
+        records = {doc_id: record for doc_id, record in sorted(found.records.items())
+                   if doc_id in wanted}
+        sketch = frozenset(fp.sketch)
+        sharing = frozenset(doc_id for doc_id, record in records.items()
+                            if not sketch.isdisjoint(record.sketch))
+        return Candidates(records, found.by_message_id, found.by_digest, found.by_histogram,
+                          by_shingle, by_chunk, sharing, boilerplate, found.delivered)
 
     def check(self, fp: Fingerprint, message_id: str | None,
               recipients: Sequence[str] = (), *, record_at: int | None = None) -> Verdict:
         """The verdict for one fingerprinted message.
 
         With ``record_at``, a store that can (``lookup_or_add``) records the message in the
-        same round trip when it finds nothing at all (the verdict can only be unique).
+        same round trip when nothing it finds could make it other than unique.
         """
-        probe = self.probe(fp, message_id)
+        query = self.query(fp, message_id, recipients)
         new = None
         if record_at is not None:
             new = self._new_record(fp, message_id, recipients, record_at, 1)
-            candidates = self.store.lookup_or_add(probe, new)
+            found = self.store.lookup_or_add(query, new)
         else:
-            candidates = self.store.lookup(probe)
-        scoped = self.settings.scope == "recipient" and bool(recipients)
+            found = self.store.lookup(query)
+        candidates = self.candidates(fp, query, found)
+        scoped = bool(query.recipients)
         recipient_keys = {self.recipient_key(r): r for r in recipients} if scoped else {}
         evidence: list[Evidence] = []
         # Once per check, not per candidate (a large histogram window yields max_candidates).
         message_key = message_id_key(message_id)
         sketch_set = frozenset(fp.sketch)
-        sharing = candidates.sharing
+        boilerplate = frozenset(candidates.boilerplate)
         for doc_id, record in candidates.records.items():
-            found_by = [name for name, ids in (
+            found_by = tuple(name for name, ids in (
                 ("message-id", candidates.by_message_id), ("digest", candidates.by_digest),
                 ("histogram", candidates.by_histogram), ("shingles", candidates.by_shingle),
-                ("attachments", candidates.by_chunk)) if doc_id in ids]
-            item = self._weigh(fp, message_key, record, found_by,
-                               candidates.by_histogram.get(doc_id), candidates.common,
-                               sketch_set if sharing is None or doc_id in sharing else None)
-            if item.verdict != UNIQUE and scoped and record.recipients:
+                ("attachments", candidates.by_chunk)) if doc_id in ids)
+            had = None
+            if scoped:
+                delivered = candidates.delivered.get(record.cluster_id, frozenset())
                 had = tuple(sorted(address for key, address in recipient_keys.items()
-                                   if key in record.recipients))
-                item.recipients_seen = had
-                if not had:
-                    item.note = f"{item.verdict} for other recipients only"
-                    item.verdict = UNIQUE
-            elif item.verdict != UNIQUE:
-                item.recipients_seen = tuple(recipients)
-            evidence.append(item)
-        evidence.sort(key=lambda e: (_RANK[e.verdict], e.score or 0.0, e.resemblance or 0.0),
+                                   if key in record.recipients or key in delivered))
+            evidence.append(self._weigh(
+                fp, message_key, record, found_by, boilerplate,
+                sketch_set if doc_id in candidates.sharing else None, recipients, had))
+        evidence.sort(key=lambda e: (_RANK[e.kind], e.score or 0.0, e.resemblance or 0.0),
                       reverse=True)
-        verdict = Verdict(UNIQUE, None, "", None, fp, message_id, tuple(recipients),
-                          evidence=evidence)
-        if evidence and evidence[0].verdict != UNIQUE:
-            best = evidence[0]
-            seen = sorted({r for e in evidence if e.verdict != UNIQUE for r in e.recipients_seen})
-            verdict.verdict, verdict.score, verdict.reason = best.verdict, best.score, best.reason
-            verdict.match, verdict.recipients_seen = best.record, tuple(seen)
-            verdict.attachment = best.attachment
         containments = [e.containment for e in evidence if e.containment is not None]
-        verdict.containment = max(containments) if containments else None
-        if new is not None and new.doc_id:
-            verdict.recorded_id = new.doc_id
-        return verdict
+        common = dict(fingerprint=fp, message_id=message_id, recipients=tuple(recipients),
+                      evidence=tuple(evidence),
+                      containment=max(containments) if containments else None,
+                      boilerplate=tuple(sorted(candidates.boilerplate.items())),
+                      recorded_id=new.doc_id if new is not None and new.doc_id else None)
+        if not evidence or not evidence[0].is_duplicate:
+            return Verdict(UNIQUE, **common)
+        best = evidence[0]
+        seen = sorted({r for e in evidence if e.is_duplicate for r in e.recipients_seen})
+        return Verdict(best.kind, score=best.score, measure=best.measure, match=best.record,
+                       decided_by=best.rule, recipients_seen=tuple(seen),
+                       attachment=best.attachment, **common)
 
     def _weigh(self, fp: Fingerprint, key: bytes | None, record: Record,
-               found_by: list[str], histogram_positions: int | None,
-               boilerplate: frozenset[int], sketch_set: frozenset[int] | None) -> Evidence:
-        """What ``record`` says about the message; ``sketch_set`` is the message's sketch
-        as a set, or None when the store found that the two sketches share no hash."""
+               found_by: tuple[str, ...], boilerplate: frozenset[int],
+               sketch_set: frozenset[int] | None, recipients: Sequence[str],
+               had: tuple[str, ...] | None) -> Evidence:
+        """What ``record`` says about the message: every measure, then the pair rules.
+
+        ``sketch_set`` is the message's sketch as a set, or None when the two sketches share
+        no hash.  ``had`` (recipient scope): the message's recipients who already had the
+        record's text (it, or a copy of it in its cluster); a match counts only for them.
+        """
         s = self.settings
-        item = Evidence(record, found_by)
+        resemblance = containment = attachment_similarity = None
         if self._long_enough(fp) and self._long_enough(record):
             # Containment: how much of the stored message the new one holds (reported only).
-            item.resemblance, item.containment = (0.0, 0.0) if sketch_set is None else \
+            resemblance, containment = (0.0, 0.0) if sketch_set is None else \
                 self._compare_sketches(record.sketch, fp.sketch, boilerplate, sketch_set)
-        item.histogram_positions, item.histogram_largest = histogram_distance(
-            fp.histogram, record.histogram)
+        positions, largest = histogram_distance(fp.histogram, record.histogram)
         if fp.chunks and record.chunks:
-            item.attachment_similarity = chunk_similarity(fp.chunks, record.chunks)
-        histogram_match = (histogram_positions is not None and self._histogram_applies(fp)
-                           and self._histogram_applies(record)
-                           and item.histogram_positions <= s.histogram_max_positions)
+            attachment_similarity = chunk_similarity(fp.chunks, record.chunks)
         judgement = judge(Pair(
             new=fp, stored_words=record.word_count, stored_digest=record.digest,
             stored_message_id=record.message_id,
             same_message_id=s.match_message_id and key is not None
             and key == record.message_id_key,
             new_features=fp.features, stored_features=Features.decode(record.features),
-            resemblance=item.resemblance, containment_of_stored=item.containment,
-            histogram_match=histogram_match, histogram_positions=item.histogram_positions,
-            attachment_similarity=item.attachment_similarity, stored_sketch=record.sketch),
-            s)
-        item.verdict, item.reason, item.score = judgement.verdict, judgement.reason, \
-            judgement.score
-        item.rule, item.note, item.attachment = judgement.rule, judgement.note, \
-            judgement.attachment
-        return item
+            resemblance=resemblance, containment_of_stored=containment,
+            histogram_positions=positions,
+            histogram_sum_distance=abs(fp.histogram_sum - record.histogram_sum),
+            histogram_chars=record.histogram_chars,
+            attachment_similarity=attachment_similarity, stored_sketch=record.sketch,
+            settings=s))
+        kind, note, seen = judgement.kind, judgement.note, ()
+        if kind is not UNIQUE:
+            if had is not None and (record.recipients or had):
+                seen = had
+                if not seen:
+                    kind, note = UNIQUE, f"{judgement.kind} for other recipients only"
+            else:
+                seen = tuple(recipients)
+        return Evidence(record, found_by, kind, judgement.rule, judgement.measure,
+                        judgement.score, note, judgement.attachment, resemblance,
+                        containment, positions, largest, attachment_similarity, seen,
+                        judgement.kind)
 
     def _compare_sketches(self, stored: tuple[int, ...], new: tuple[int, ...],
                           boilerplate: frozenset[int], new_set: frozenset[int]
@@ -314,27 +392,36 @@ class Detector:
     def record(self, verdict: Verdict, when: int) -> int:
         """Remember a message.  Exact repeats bump the matched record; others are added.
 
-        A near-duplicate is stored as a record of its own, so that a drifting campaign
-        still matches its latest variant.
+        A near-duplicate is stored as a record of its own (so that a drifting campaign
+        still matches its latest variant).  A copy (``copy_threshold``) joins the text
+        cluster of the record it matched: only the index hashes that record lacks count it
+        as another text holding them, so a text never looks common (boilerplate) however
+        many copies of it arrive; and its recipients are filed under the cluster, so "who
+        had this text" is one look-up.
         """
         if verdict.recorded_id is not None:  # recorded by the check (and counted)
             return verdict.recorded_id
-        fp = verdict.fingerprint
         keys = tuple(self.recipient_key(r) for r in verdict.recipients) \
             if self.settings.scope == "recipient" else ()
         # The same message again (also when recipient scope made it new for these
         # recipients): judged so by the rules, not merely the same digest ("Thanks!" from
         # another sender is a record of its own).
-        exact = next((e.record for e in verdict.evidence
-                      if e.reason in ("digest", "message-id") and e.record.digest == fp.digest),
-                     None)
-        self.store.count_verdict(verdict.verdict, when)
+        exact = verdict.exact_match
+        self.store.count_verdict(verdict.kind, when)
         if exact is not None:
             self.store.touch(exact.doc_id, when, keys)
             return exact.doc_id
+        copy_of = verdict.copy_of(self.settings.copy_threshold)
+        fp = verdict.fingerprint
         seen = verdict.match.seen + 1 if verdict.match is not None else 1
-        return self.store.add(self._new_record(fp, verdict.message_id, verdict.recipients,
-                                               when, seen))
+        record = self._new_record(fp, verdict.message_id, verdict.recipients, when, seen)
+        if copy_of is None:
+            return self.store.add(record)
+        theirs = frozenset(copy_of.sketch)
+        record = replace(
+            record, cluster=copy_of.cluster_id,
+            novel=tuple(h for h in fp.sketch[:self.index_size] if h not in theirs))
+        return self.store.add(record)
 
     def _new_record(self, fp: Fingerprint, message_id: str | None,
                     recipients: Sequence[str], when: int, seen: int) -> Record:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from mailfilter import fingerprint as fingerprints
@@ -105,19 +105,17 @@ class Engine:
         rule = first_match(self.rules, analysis.headers, sender, recipients) \
             if self.rules else None
         if rule is not None and rule.action == "skip":
-            return Verdict(UNIQUE, None, "", None, analysis.fingerprint, analysis.message_id,
-                           recipients, skipped_by=rule.name, defects=analysis.defects,
-                           record_allowed=False)
+            return Verdict(UNIQUE, analysis.fingerprint, analysis.message_id,
+                           recipients=recipients, skipped_by=rule.name,
+                           defects=analysis.defects)
         if rule is not None:
             record = False
 
         def check() -> Verdict:
-            verdict = self.detector.check(analysis.fingerprint, analysis.message_id,
-                                          recipients, record_at=when if record else None)
-            verdict.defects = analysis.defects
-            if rule is not None:
-                verdict.record_allowed = False
-                verdict.rule = rule.name
+            verdict = replace(
+                self.detector.check(analysis.fingerprint, analysis.message_id, recipients,
+                                    record_at=when if record else None),
+                defects=analysis.defects, exempted_by=rule.name if rule else None)
             if record:
                 self.detector.record(verdict, when)
             return verdict

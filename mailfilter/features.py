@@ -2,7 +2,7 @@
 belongs to, what it quotes, its data (identifiers), its calendar event and its attachments.
 
 These decide whether two messages that *look* alike are one message twice or two messages
-(see mailfilter/rules.py).  :func:`message_features` derives them from a parsed message; a
+(see mailfilter/rules/).  :func:`message_features` derives them from a parsed message; a
 record keeps them as one small opaque field (``Record.features``, encoded here, ~60–300
 bytes, at most the store's ``FEATURES_MAX``); the store never reads it.  Pure functions,
 no I/O.

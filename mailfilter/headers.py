@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mailfilter.store import safe_message_id
+
+if TYPE_CHECKING:
+    from mailfilter.detector import Verdict
 
 HEADER_NAME = "X-Dupfilter"
 _OURS = re.compile(rb"x-dupfilter[ \t]*:", re.IGNORECASE)
@@ -14,6 +20,36 @@ BARE_LF = re.compile(rb"(?<!\r)\n")  # an LF with no CR before it (also smtpd.wi
 def clean_value(value: str) -> str:
     """A header value that cannot break the header block (no CR, LF or NUL)."""
     return _UNSAFE.sub(" ", value)
+
+
+_UNSAFE_NAME = re.compile(r'[\x00-\x1f\x7f";\\]')
+
+
+def _safe_name(name: str) -> str:
+    """A file name fit for a header value: no quotes, controls or ';', bounded."""
+    return _UNSAFE_NAME.sub("_", name)[:80] or "(no name)"
+
+
+def verdict_value(verdict: Verdict) -> str:
+    """The ``X-Dupfilter:`` value of a verdict: kind; score; reason; match; seen, and the
+    allow rule or attachment when there is one (no CR/LF)."""
+    parts = [verdict.kind.value]
+    if verdict.skipped_by:
+        parts.append(f"skipped={verdict.skipped_by}")
+    if verdict.is_duplicate:
+        parts.append(f"score={verdict.score:.2f}" if verdict.score is not None
+                     else "score=1.00")
+        parts.append(f"reason={verdict.measure}")
+        match_id = safe_message_id(verdict.match.message_id if verdict.match else None)
+        if match_id:
+            parts.append(f"match=<{match_id.strip('<>')}>")
+        parts.append(f"seen={verdict.seen}")
+        if verdict.attachment is not None:
+            parts.append(f"attachment=\"{_safe_name(verdict.attachment.name)}\" "
+                         f"({verdict.attachment.size} bytes)")
+    if verdict.exempted_by:
+        parts.append(f"rule={verdict.exempted_by}")
+    return clean_value("; ".join(parts))
 
 
 @dataclass(slots=True)

@@ -117,9 +117,9 @@ def verdict_fields(verdict: Verdict) -> dict[str, Any]:
     if verdict.is_duplicate and score is None:
         score = 1.0
     return {
-        "verdict": verdict.verdict,
+        "verdict": verdict.kind,
         "score": None if score is None else round(float(score), 4),
-        "reason": verdict.reason or None,
+        "reason": verdict.measure or None,
         "match": _message_id(match.message_id) if match is not None else None,
         "match_doc": match.doc_id if match is not None else None,
         "seen": verdict.seen,
@@ -127,7 +127,7 @@ def verdict_fields(verdict: Verdict) -> dict[str, Any]:
         "rcpts_seen": len(verdict.recipients_seen),
         "defects": len(verdict.defects),
         # The allow rule that skipped the check or exempted the message from recording.
-        "rule": verdict.skipped_by or verdict.rule,
+        "rule": verdict.skipped_by or verdict.exempted_by,
     }
 
 

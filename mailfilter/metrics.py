@@ -85,7 +85,7 @@ def observe(outcome: Outcome) -> None:
         _state["errors"].labels(front_end, error_kind(outcome.error)).inc()
     message_counters = _state["message_counters"]
     verdict = outcome.verdict
-    key = (str(verdict.verdict) if verdict is not None else "unchecked",
+    key = (str(verdict.kind) if verdict is not None else "unchecked",
            str(outcome.action or "-"))
     counter = message_counters.get(key)
     if counter is None:

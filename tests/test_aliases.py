@@ -97,7 +97,7 @@ def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path,
     with Engine(settings, str(tmp_path / "store")) as engine:
         engine.check(newsletter(1), ["jane@example.org"])
         second = engine.check(newsletter(2), ["j.doe@example.org"])
-    assert second.verdict == "duplicate"
+    assert second.kind == "duplicate"
 
 
 def test_a_missing_or_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
@@ -132,7 +132,7 @@ def test_without_aliases_two_addresses_are_two_people(tmp_path: Path,
     with Engine(settings, str(tmp_path / "store")) as engine:
         engine.check(newsletter(1), ["jane@example.org"])
         second = engine.check(newsletter(2), ["j.doe@example.org"])
-    assert second.verdict == "unique"
+    assert second.kind == "unique"
 
 
 def test_two_addresses_of_one_person_are_one_recipient(tmp_path: Path,
@@ -146,9 +146,9 @@ def test_two_addresses_of_one_person_are_one_recipient(tmp_path: Path,
         carl = engine.check(newsletter(2), ["carl@example.org"])
         alias = engine.check(newsletter(3), ["<J.Doe@Example.org>"])
         chained = engine.check(newsletter(4), ["jd@example.net"])
-    assert carl.verdict == "unique"
-    assert alias.verdict == "duplicate" and alias.recipients_seen == ("<J.Doe@Example.org>",)
-    assert chained.verdict == "duplicate"
+    assert carl.kind == "unique"
+    assert alias.kind == "duplicate" and alias.recipients_seen == ("<J.Doe@Example.org>",)
+    assert chained.kind == "duplicate"
 
 
 def test_two_aliases_of_a_mailbox_nobody_writes_to_are_one_recipient(
@@ -159,7 +159,7 @@ def test_two_aliases_of_a_mailbox_nobody_writes_to_are_one_recipient(
     with Engine(settings, str(tmp_path / "store")) as engine:
         engine.check(newsletter(1), ["sales@example.org"])
         second = engine.check(newsletter(2), ["info@example.org"])
-    assert second.verdict == "duplicate"
+    assert second.kind == "duplicate"
 
 
 def test_mixed_envelope_only_the_person_who_had_it_is_seen(tmp_path: Path,
@@ -169,7 +169,7 @@ def test_mixed_envelope_only_the_person_who_had_it_is_seen(tmp_path: Path,
     with Engine(settings, str(tmp_path / "store")) as engine:
         engine.check(newsletter(1), ["jane@example.org"])
         both = engine.check(newsletter(2), ["j.doe@example.org", "carl@example.org"])
-    assert both.verdict == "duplicate"
+    assert both.kind == "duplicate"
     assert both.recipients_seen == ("j.doe@example.org",)
     assert not both.all_recipients_seen
 

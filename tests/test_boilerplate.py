@@ -13,6 +13,7 @@ from helpers import make_message, paragraph_text
 
 from mailfilter.boilerplate import split_boilerplate
 from mailfilter.engine import Engine
+from mailfilter.headers import verdict_value
 
 ENGLISH = (
     "This email and any files transmitted with it are confidential and intended solely for "
@@ -112,7 +113,7 @@ def test_different_notes_under_a_foreign_disclaimer_stay_unique(
         verdict = engine.check(make_message(body, sender=f"a{number}@beispiel.example.de",
                                             subject=f"Thema {number}",
                                             message_id=f"<f{number}@x>"))
-    assert verdict.verdict == "unique", verdict.header_value()
+    assert verdict.kind == "unique", verdict_value(verdict)
 
 
 @pytest.mark.parametrize("disclaimer", [ENGLISH, GERMAN, FRENCH, SPANISH],
@@ -123,7 +124,7 @@ def test_the_same_note_under_a_disclaimer_sent_again_is_a_duplicate(
     body = f"{BANNERS[0]}\n\nHi Bob,\n\n{paragraph_text(13, count=40)}\nAnn\n\n{disclaimer}\n"
     engine.check(make_message(body, message_id="<r1@x>"))
     again = engine.check(make_message(body, message_id="<r2@x>"))
-    assert again.verdict == "duplicate", again.header_value()
+    assert again.kind == "duplicate", verdict_value(again)
 
 
 def test_two_reports_under_an_external_tag_line_stay_unique(engine: Engine) -> None:
@@ -137,7 +138,7 @@ def test_two_reports_under_an_external_tag_line_stay_unique(engine: Engine) -> N
         verdict = engine.check(make_message(body, sender="ann@partner.example.com",
                                             subject="Weekly report",
                                             message_id=f"<wr{number}@x>"))
-    assert verdict.verdict == "unique", verdict.header_value()
+    assert verdict.kind == "unique", verdict_value(verdict)
 
 
 def test_a_note_that_asks_for_confidentiality_is_still_the_note(engine: Engine) -> None:
@@ -151,7 +152,7 @@ def test_a_note_that_asks_for_confidentiality_is_still_the_note(engine: Engine) 
         verdict = engine.check(make_message(f"Hi all,\n\n{note}\n\nAnn\n",
                                             sender="ann@hr.example.com", subject="HR update",
                                             message_id=f"<hr{number}@x>"))
-    assert verdict.verdict == "unique", verdict.header_value()
+    assert verdict.kind == "unique", verdict_value(verdict)
 
 
 def test_messages_that_are_only_a_disclaimer_get_a_verdict(engine: Engine) -> None:
@@ -164,5 +165,5 @@ def test_messages_that_are_only_a_disclaimer_get_a_verdict(engine: Engine) -> No
                                       message_id="<only2@x>"))
     again = engine.check(make_message(ENGLISH, sender="ann@acme.example.com",
                                       subject="Scan 1", message_id="<only1@x>"))
-    assert (first.verdict, other.verdict) == ("unique", "unique")
-    assert (again.verdict, again.reason) == ("duplicate", "message-id")
+    assert (first.kind, other.kind) == ("unique", "unique")
+    assert (again.kind, again.measure) == ("duplicate", "message-id")

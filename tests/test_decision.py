@@ -5,7 +5,7 @@ through both daemons in test_milter_unit.py and test_smtpd.py (``PARTIAL_ROWS``)
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from helpers import make_message, paragraph_text
@@ -26,6 +26,7 @@ from mailfilter.decision import (
 )
 from mailfilter.detector import Verdict
 from mailfilter.engine import analyse
+from mailfilter.headers import verdict_value
 from mailfilter.names import MILTER_ACTIONS, SMTPD_ACTIONS, Action, Kind
 from mailfilter.store import Record
 
@@ -41,10 +42,11 @@ def verdict(kind: Kind, seen: tuple[str, ...] = (), *, record_allowed: bool = Tr
             ) -> Verdict:
     """A verdict for bob and carol; ``seen``: who had it (as the detector spells them)."""
     duplicate = kind is not Kind.UNIQUE
-    return Verdict(kind, 1.0 if duplicate else None, "digest" if duplicate else "",
-                   MATCH if duplicate else None, FINGERPRINT, "<again@example.org>",
-                   ("bob@example.net", "carol@example.net"), seen,
-                   record_allowed=record_allowed)
+    return Verdict(kind, FINGERPRINT, "<again@example.org>",
+                   score=1.0 if duplicate else None, measure="digest" if duplicate else "",
+                   match=MATCH if duplicate else None,
+                   recipients=("bob@example.net", "carol@example.net"), recipients_seen=seen,
+                   exempted_by=None if record_allowed else "an allow rule")
 
 
 FULL = ("bob@example.net", "carol@example.net")
@@ -80,7 +82,7 @@ def whole(action: str, header: str, reject: str = "Duplicate message refused",
 
 def expected(kind: Kind, action: str, unique: str, partial: bool) -> Disposition:
     """The decided table (docs/design.md), restated independently of decision.py."""
-    header = verdict(kind).header_value()
+    header = verdict_value(verdict(kind))
     if kind is Kind.UNIQUE:
         return whole(action, header)
     if not partial:
@@ -120,7 +122,7 @@ def test_the_whole_table(front_end: FrontEnd, kind: Kind, action: str, unique: s
 def test_the_pipe_filter_always_tags() -> None:
     for kind in Kind:
         got = plan(verdict(kind, FULL), None, (), PIPE)
-        assert got.action is Action.TAG and got.header == verdict(kind).header_value()
+        assert got.action is Action.TAG and got.header == verdict_value(verdict(kind))
 
 
 @pytest.mark.parametrize("front_end", [MILTER, SMTPD])
@@ -150,7 +152,7 @@ def test_recipients_are_compared_by_recipient_key_and_given_back_as_spelled() ->
                (BOB, CAROL), MILTER)
     assert (got.drop, got.keep) == ((BOB,), (CAROL,))
     twice = verdict(Kind.DUPLICATE, ("bob@example.net",))
-    twice.recipients = ("bob@example.net", "BOB@example.net")
+    twice = replace(twice, recipients=("bob@example.net", "BOB@example.net"))
     got = plan(twice, settings_for(SMTPD, "tag", "discard"), ("bob@example.net",
                                                                "BOB@example.net"), SMTPD)
     assert got.action is Action.DISCARD

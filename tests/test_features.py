@@ -28,6 +28,7 @@ from mailfilter.features import (
     normal_subject,
     registrable_domain,
 )
+from mailfilter.headers import verdict_value
 from mailfilter.message import parse
 from mailfilter.store import FEATURES_MAX
 
@@ -127,8 +128,8 @@ def test_engine_stores_and_matches_an_adversarial_message(engine: Engine) -> Non
     raw = build(**ADVERSARIAL["everything"])
     first = engine.check(raw)
     again = engine.check(raw.replace(b"<features@example.org>", b"<features-2@example.org>"))
-    assert first.verdict == "unique"
-    assert again.verdict == "duplicate" and again.reason in ("digest", "calendar")
+    assert first.kind == "unique"
+    assert again.kind == "duplicate" and again.measure in ("digest", "calendar")
 
 
 @pytest.mark.parametrize("file_name", ["Übersicht {} März.pdf", "報告書 {}.xlsx",
@@ -167,8 +168,8 @@ def test_the_header_names_a_long_non_ascii_attachment_in_full(engine: Engine) ->
 
     engine.check(mail(paragraph_text(1, count=30), 1))
     verdict = engine.check(mail(paragraph_text(2, count=30), 2))
-    assert verdict.reason == "attachments", verdict.header_value()
-    assert 'attachment="Bericht Übersicht – äöü.pdf"' in verdict.header_value()
+    assert verdict.measure == "attachments", verdict_value(verdict)
+    assert 'attachment="Bericht Übersicht – äöü.pdf"' in verdict_value(verdict)
 
 
 def test_records_of_another_format_decode_to_no_features() -> None:

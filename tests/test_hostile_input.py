@@ -21,8 +21,9 @@ from mailfilter.config import FingerprintSettings
 from mailfilter.detector import Verdict
 from mailfilter.engine import analyse
 from mailfilter.fingerprint import Fingerprint
-from mailfilter.headers import pass_through, remove_ours, tag_message
-from mailfilter.store import safe_message_id
+from mailfilter.headers import pass_through, remove_ours, tag_message, verdict_value
+from mailfilter.names import Kind
+from mailfilter.store import Record, safe_message_id
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 SETTINGS = FingerprintSettings()
@@ -104,9 +105,13 @@ def test_tagging_leaves_exactly_one_header_and_the_body(headers: list[tuple[str,
 def test_message_id_cannot_break_our_header(message_id: str) -> None:
     cleaned = safe_message_id(message_id) or ""
     assert not any(c in cleaned for c in "\r\n\x00;")
-    verdict = Verdict("duplicate", 1.0, "digest", None, analyse(b"", SETTINGS).fingerprint,
-                      message_id)
-    value = verdict.header_value()
+    fingerprint = analyse(b"", SETTINGS).fingerprint
+    match = Record(histogram=bytes(36), histogram_sum=0, histogram_chars=0, sketch=(),
+                   shingle_count=0, word_count=0, digest=bytes(16), message_id_key=None,
+                   message_id=message_id)
+    verdict = Verdict(Kind.DUPLICATE, fingerprint, message_id, score=1.0, measure="digest",
+                      match=match)
+    value = verdict_value(verdict)
     assert "\r" not in value and "\n" not in value
 
 

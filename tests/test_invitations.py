@@ -16,6 +16,7 @@ from helpers import make_message
 
 from mailfilter.engine import Engine
 from mailfilter.features import key64
+from mailfilter.headers import verdict_value
 from mailfilter.invitations import calendar_summary, is_calendar
 
 BOILERPLATE = {
@@ -89,7 +90,7 @@ def test_two_meetings_of_one_organiser_are_unique(engine: Engine, style: str) ->
     other = engine.check(invitation(calendar("uid-hiring", start="20261203T140000",
                                              summary="Hiring plan"),
                                     style=style, summary="Hiring plan"))
-    assert other.verdict == "unique", other.header_value()
+    assert other.kind == "unique", verdict_value(other)
     assert other.evidence and other.evidence[0].rule == "calendar"
     assert "UID differs" in other.evidence[0].note
 
@@ -100,7 +101,7 @@ def test_the_same_invitation_sent_twice_is_a_duplicate(engine: Engine, style: st
     engine.check(invitation(calendar("uid-1", stamp="20261201T090000Z"), style=style))
     again = engine.check(invitation(calendar("uid-1", stamp="20261201T173000Z"),
                                     style=style))
-    assert (again.verdict, again.reason) == ("duplicate", "calendar"), again.header_value()
+    assert (again.kind, again.measure) == ("duplicate", "calendar"), verdict_value(again)
 
 
 def test_the_same_invitation_from_another_client_is_still_a_duplicate(engine: Engine) -> None:
@@ -109,7 +110,7 @@ def test_the_same_invitation_from_another_client_is_still_a_duplicate(engine: En
     engine.check(invitation(calendar("uid-7"), style="teams"))
     again = engine.check(invitation(calendar("uid-7", stamp="20261201T120000Z"),
                                     style="meet", encoding="8bit"))
-    assert (again.verdict, again.reason) == ("duplicate", "calendar"), again.header_value()
+    assert (again.kind, again.measure) == ("duplicate", "calendar"), verdict_value(again)
 
 
 def test_an_update_is_news_and_the_update_resent_is_not(engine: Engine) -> None:
@@ -117,11 +118,11 @@ def test_an_update_is_news_and_the_update_resent_is_not(engine: Engine) -> None:
     see); the same version sent again is a duplicate."""
     engine.check(invitation(calendar("uid-2", sequence=0)))
     update = engine.check(invitation(calendar("uid-2", sequence=1, start="20261202T150000")))
-    assert update.verdict == "unique", update.header_value()
+    assert update.kind == "unique", verdict_value(update)
     assert any("SEQUENCE 1 after 0" in e.note for e in update.evidence)
     again = engine.check(invitation(calendar("uid-2", sequence=1, start="20261202T150000",
                                              stamp="20261201T180000Z")))
-    assert (again.verdict, again.reason) == ("duplicate", "calendar")
+    assert (again.kind, again.measure) == ("duplicate", "calendar")
 
 
 def test_a_higher_sequence_alone_is_an_update(engine: Engine) -> None:
@@ -129,7 +130,7 @@ def test_a_higher_sequence_alone_is_an_update(engine: Engine) -> None:
     outside the fields compared): RFC 5545 says it supersedes version 1."""
     engine.check(invitation(calendar("uid-10", sequence=1)))
     update = engine.check(invitation(calendar("uid-10", sequence=2)))
-    assert update.verdict == "unique", update.header_value()
+    assert update.kind == "unique", verdict_value(update)
     assert any("SEQUENCE 2 after 1" in e.note for e in update.evidence)
 
 
@@ -137,7 +138,7 @@ def test_a_moved_meeting_without_a_new_sequence_is_news(engine: Engine) -> None:
     """A sloppy sender moves the meeting and forgets SEQUENCE: still a change."""
     engine.check(invitation(calendar("uid-3", start="20261202T100000")))
     moved = engine.check(invitation(calendar("uid-3", start="20261204T100000")))
-    assert moved.verdict == "unique", moved.header_value()
+    assert moved.kind == "unique", verdict_value(moved)
 
 
 def test_a_cancellation_is_not_a_duplicate_of_the_request(engine: Engine) -> None:
@@ -145,12 +146,12 @@ def test_a_cancellation_is_not_a_duplicate_of_the_request(engine: Engine) -> Non
     engine.check(invitation(calendar("uid-4", sequence=0)))
     cancel = engine.check(invitation(calendar("uid-4", sequence=1, method="CANCEL"),
                                      method="CANCEL", summary="Canceled: Budget review"))
-    assert cancel.verdict == "unique", cancel.header_value()
+    assert cancel.kind == "unique", verdict_value(cancel)
     assert any("CANCEL after REQUEST" in e.note for e in cancel.evidence)
     twice = engine.check(invitation(calendar("uid-4", sequence=1, method="CANCEL",
                                              stamp="20261201T200000Z"),
                                     method="CANCEL", summary="Canceled: Budget review"))
-    assert (twice.verdict, twice.reason) == ("duplicate", "calendar")
+    assert (twice.kind, twice.measure) == ("duplicate", "calendar")
 
 
 def test_one_occurrence_of_a_series_is_not_the_series(engine: Engine) -> None:
@@ -159,7 +160,7 @@ def test_one_occurrence_of_a_series_is_not_the_series(engine: Engine) -> None:
     occurrence = engine.check(invitation(calendar(
         "uid-5", start="20261209T110000",
         extra="RECURRENCE-ID;TZID=Europe/Dublin:20261209T100000\r\n")))
-    assert occurrence.verdict == "unique", occurrence.header_value()
+    assert occurrence.kind == "unique", verdict_value(occurrence)
 
 
 def test_answers_are_news_once_each(engine: Engine) -> None:
@@ -171,9 +172,9 @@ def test_answers_are_news_once_each(engine: Engine) -> None:
                           method="REPLY", summary="Accepted: Budget review",
                           sender=attendee)
     engine.check(answer("ACCEPTED"))
-    assert engine.check(answer("ACCEPTED")).verdict == "duplicate"
-    assert engine.check(answer("DECLINED")).verdict == "unique"
-    assert engine.check(answer("ACCEPTED", "carol@example.org")).verdict == "unique"
+    assert engine.check(answer("ACCEPTED")).kind == "duplicate"
+    assert engine.check(answer("DECLINED")).kind == "unique"
+    assert engine.check(answer("ACCEPTED", "carol@example.org")).kind == "unique"
 
 
 def test_an_ics_file_is_a_calendar_part_whatever_its_type(engine: Engine) -> None:
@@ -186,7 +187,7 @@ def test_an_ics_file_is_a_calendar_part_whatever_its_type(engine: Engine) -> Non
     other = engine.check(invitation(calendar("uid-9", start="20261205T100000"),
                                     content_type="application/octet-stream",
                                     filename="invite.ics", multipart="mixed"))
-    assert other.verdict == "unique", other.header_value()
+    assert other.kind == "unique", verdict_value(other)
     assert other.evidence and other.evidence[0].rule == "calendar"
 
 
@@ -227,8 +228,8 @@ def test_broken_calendar_data_gets_a_verdict(engine: Engine, ics: bytes) -> None
     same message sent again is still found."""
     first = engine.check(invitation(ics))
     again = engine.check(invitation(ics))
-    assert first.verdict == "unique"
-    assert again.verdict == "duplicate", again.header_value()
+    assert first.kind == "unique"
+    assert again.kind == "duplicate", verdict_value(again)
 
 
 def test_an_unparsable_calendar_part_is_reported_as_a_defect(engine: Engine) -> None:

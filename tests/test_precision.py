@@ -15,6 +15,7 @@ from helpers import make_message, paragraph_text
 
 from mailfilter.config import Settings
 from mailfilter.engine import Engine
+from mailfilter.headers import verdict_value
 
 DISCLAIMER = (
     "This email and any files transmitted with it are confidential and intended solely for "
@@ -55,11 +56,11 @@ def test_invitations_for_other_meetings_or_versions_stay_unique(engine: Engine) 
     engine.check(invitation("uid-1", 0, "20261202T100000", message_id="<i1@x>"))
     other = engine.check(invitation("uid-2", 0, "20261203T100000", message_id="<i2@x>"))
     update = engine.check(invitation("uid-1", 1, "20261202T140000", message_id="<i3@x>"))
-    assert other.verdict == update.verdict == "unique"
+    assert other.kind == update.kind == "unique"
     notes = {e.note for e in update.evidence}
     assert any("SEQUENCE 1 after 0" in note for note in notes), notes
     again = engine.check(invitation("uid-1", 1, "20261202T140000", message_id="<i4@x>"))
-    assert (again.verdict, again.reason) == ("duplicate", "calendar")
+    assert (again.kind, again.measure) == ("duplicate", "calendar")
 
 
 def test_answers_of_two_attendees_are_two_messages(engine: Engine) -> None:
@@ -67,7 +68,7 @@ def test_answers_of_two_attendees_are_two_messages(engine: Engine) -> None:
         verdict = engine.check(invitation("uid-9", 0, "20261202T100000", method="REPLY",
                                           summary="Accepted: Weekly sync", attendee=attendee,
                                           partstat="ACCEPTED", message_id=f"<r{number}@x>"))
-    assert verdict.verdict == "unique"
+    assert verdict.kind == "unique"
 
 
 @pytest.mark.parametrize("own", ["Approved.", "Thanks, see attached.",
@@ -78,13 +79,13 @@ def test_messages_under_one_disclaimer_stay_unique(engine: Engine, own: str) -> 
         body = f"{BANNER}\n\nHi Bob,\n\n{text}\n\nRegards,\nAnn\n\n{DISCLAIMER}\n"
         verdict = engine.check(make_message(body, message_id=f"<d{number}@x>",
                                             subject=f"Topic {number}"))
-    assert verdict.verdict == "unique", verdict.header_value()
+    assert verdict.kind == "unique", verdict_value(verdict)
 
 
 def test_the_same_message_under_a_disclaimer_is_still_a_duplicate(engine: Engine) -> None:
     body = f"Hi Bob,\n\n{paragraph_text(43, count=80)}\n\n{DISCLAIMER}\n"
     engine.check(make_message(body, message_id="<s1@x>"))
-    assert engine.check(make_message(body, message_id="<s2@x>")).verdict == "duplicate"
+    assert engine.check(make_message(body, message_id="<s2@x>")).kind == "duplicate"
 
 
 def notice(code: str, when: str, number: int) -> bytes:
@@ -100,10 +101,10 @@ def notice(code: str, when: str, number: int) -> bytes:
 def test_the_same_template_with_other_data_is_a_new_message(engine: Engine) -> None:
     engine.check(notice("482913", "10:02", 1))
     other = engine.check(notice("119384", "10:47", 2))
-    assert other.verdict == "unique"
+    assert other.kind == "unique"
     assert any("identifiers differ" in e.note and "119384" in e.note for e in other.evidence)
     retried = engine.check(notice("119384", "10:47", 3))
-    assert retried.verdict == "duplicate"
+    assert retried.kind == "duplicate"
 
 
 @pytest.mark.parametrize("reply", ["Thanks!", "+1", "Sounds good to me.", "Will do."])
@@ -114,7 +115,7 @@ def test_short_replies_from_other_people_stay_unique(engine: Engine, reply: str)
         body = f"{reply}\n\nOn Mon, 30 Nov 2026, Bob <bob@example.org> wrote:\n{quoted}\n"
         verdict = engine.check(make_message(body, sender=sender, subject=f"Re: {thread}",
                                             message_id=f"<q{number}@x>"))
-    assert verdict.verdict == "unique"
+    assert verdict.kind == "unique"
     assert verdict.evidence and verdict.evidence[0].rule == "short-text"
 
 
@@ -124,8 +125,8 @@ def test_a_short_message_sent_again_is_a_duplicate(engine: Engine) -> None:
     again = engine.check(make_message(text, subject="Q3 numbers", message_id="<m2@x>"))
     added = engine.check(make_message(text + "\nResending in case this got lost.",
                                       subject="Fwd: Q3 numbers", message_id="<m3@x>"))
-    assert again.verdict == "duplicate"
-    assert (added.verdict, added.reason) == ("near-duplicate", "resend")
+    assert again.kind == "duplicate"
+    assert (added.kind, added.measure) == ("near-duplicate", "resend")
 
 
 def test_outlook_reply_quoting_the_whole_original_is_not_a_copy(engine: Engine) -> None:
@@ -136,7 +137,7 @@ def test_outlook_reply_quoting_the_whole_original_is_not_a_copy(engine: Engine) 
              "To: Bob Martin <bob@example.net>\nSubject: Plan\n\n" + original)
     verdict = engine.check(make_message(reply, subject="RE: Plan", sender="bob@example.net",
                                         message_id="<o2@x>"))
-    assert verdict.verdict == "unique"
+    assert verdict.kind == "unique"
 
 
 def test_the_same_attachment_under_a_new_cover_note_is_found(engine: Engine) -> None:
@@ -153,8 +154,8 @@ def test_the_same_attachment_under_a_new_cover_note_is_found(engine: Engine) -> 
 
     engine.check(mail(paragraph_text(70, count=30), 1))
     verdict = engine.check(mail(paragraph_text(71, count=40), 2))
-    assert (verdict.verdict, verdict.reason) == ("near-duplicate", "attachments")
-    assert 'attachment="Q3 report.pdf" (80000 bytes)' in verdict.header_value()
+    assert (verdict.kind, verdict.measure) == ("near-duplicate", "attachments")
+    assert 'attachment="Q3 report.pdf" (80000 bytes)' in verdict_value(verdict)
 
 
 def test_aliases_make_two_addresses_one_recipient(tmp_path: Path, settings: Settings) -> None:
@@ -168,5 +169,5 @@ def test_aliases_make_two_addresses_one_recipient(tmp_path: Path, settings: Sett
                              ["carl@example.org"])
         alias = engine.check(make_message(newsletter, message_id="<nl3@x>"),
                              ["J.Doe@example.org"])
-    assert other.verdict == "unique"
-    assert alias.verdict == "duplicate" and alias.recipients_seen == ("J.Doe@example.org",)
+    assert other.kind == "unique"
+    assert alias.kind == "duplicate" and alias.recipients_seen == ("J.Doe@example.org",)

@@ -115,11 +115,11 @@ def test_engine_decide_later_checks_in_order_and_record_later_remembers(
         assert checked is not None
         verdicts = checked.result(10)
         # The third is the first again: the writer checked it after recording the first.
-        assert [v.verdict for v in verdicts] == ["unique", "unique", "duplicate"]
+        assert [v.kind for v in verdicts] == ["unique", "unique", "duplicate"]
         later = engine.check(make_message(paragraph_text(3)), record=False)
         future = engine.record_later(later)
         assert future is not None and future.result(10) is not None
         started = time.monotonic()
         again = engine.check(make_message(paragraph_text(3), message_id="<x@example.org>"),
                              record=False)
-        assert again.verdict == "duplicate" and time.monotonic() - started < 5
+        assert again.kind == "duplicate" and time.monotonic() - started < 5

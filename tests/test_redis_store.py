@@ -68,7 +68,7 @@ def test_expired_records_are_gone(redis_url: str, settings: Settings,
             for key in client.keys(b"dupfilter:{0}x*"):
                 client.delete(key)  # as the TTL would
         again = engine.check(make_message(paragraph_text(41), message_id="<gone@x>"))
-        assert again.verdict == "unique" and not again.evidence
+        assert again.kind == "unique" and not again.evidence
         assert engine.store.verify() == []
         assert engine.store.stats()["segments"] == 1
 
@@ -79,7 +79,7 @@ def test_add_is_idempotent_by_digest(url: str, settings: Settings) -> None:
     with Engine(settings, url) as one, Engine(settings, url) as two:
         first = one.check(raw, ["a@x"], record=False)
         second = two.check(raw, ["b@x"], record=False)
-        assert first.verdict == second.verdict == "unique"
+        assert first.kind == second.kind == "unique"
         id_one, id_two = one.record(first), two.record(second)
         assert id_one == id_two
         record = one.store.get(id_one)
@@ -157,9 +157,9 @@ def test_server_down_and_back(spare_redis: RedisServer, settings: Settings) -> N
                 engine.check(make_message(paragraph_text(71 + seed)))
         server.start()  # same port, empty
         first = engine.check(make_message(paragraph_text(80), message_id="<after@x>"))
-        assert first.verdict == "unique"
+        assert first.kind == "unique"
         again = engine.check(make_message(paragraph_text(80), message_id="<after2@x>"))
-        assert again.verdict == "duplicate"
+        assert again.kind == "duplicate"
         assert engine.store.verify() == []
         # The meta key is back too, so a new process opens the store.
         with Engine(settings, server.url) as other:
@@ -188,11 +188,11 @@ def test_cluster_spreads_records_over_every_node(cluster_url: str, settings: Set
         for seed in range(60):
             verdict = engine.check(make_message(paragraph_text(200 + seed),
                                                 message_id=f"<again{seed}@x>"), record=False)
-            assert verdict.verdict == "duplicate", seed
+            assert verdict.kind == "duplicate", seed
         text = paragraph_text(230, count=300)
         engine.check(make_message(text, message_id="<long@x>"))
         edited = text.replace(" ", "  ", 5).replace("a", "o", 2) + "\nP.S. one more line\n"
-        assert engine.check(make_message(edited, message_id="<ed@x>")).verdict \
+        assert engine.check(make_message(edited, message_id="<ed@x>")).kind \
             == "near-duplicate"
         stats = store.stats()
         assert stats["records"] == 62 and stats["cluster"] is True
@@ -212,7 +212,7 @@ def test_cluster_attachments_and_forget(cluster_url: str, settings: Settings) ->
         engine.check(make_mime("", attachment=data, message_id="<att1@x>"))
         near = data[:60_000] + b"small edit" + data[60_000:]
         verdict = engine.check(make_mime("", attachment=near, message_id="<att2@x>"))
-        assert (verdict.verdict, verdict.reason) == ("near-duplicate", "attachments")
+        assert (verdict.kind, verdict.measure) == ("near-duplicate", "attachments")
         removed = engine.store.forget(engine.store.find_message_id("<att1@x>"))
         assert removed == 1 and engine.store.stats()["records"] == 1
         assert engine.store.verify() == []
@@ -273,10 +273,10 @@ def test_a_schema_1_store_opens_and_checks_fine(redis_url: str, settings: Settin
     with Engine(settings, redis_url) as engine:
         assert engine.store.verify() == []
         copy = engine.check(make_message(texts[2], message_id="<again@x>"), now=1_700_000_100)
-        assert copy.verdict == "duplicate" and copy.match.message_id == "<old2@x>"
+        assert copy.kind == "duplicate" and copy.match.message_id == "<old2@x>"
         edited = texts[3].replace(" ", "  ", 3) + "\nOne more line at the end.\n"
         near = engine.check(make_message(edited, message_id="<edit@x>"), now=1_700_000_200)
-        assert near.verdict == "near-duplicate" and near.match.message_id == "<old3@x>"
+        assert near.kind == "near-duplicate" and near.match.message_id == "<old3@x>"
         found = {record.message_id: record for record in engine.store.records()}
         assert set(found) == {f"<old{n}@x>" for n in range(5)} | {"<edit@x>"}
         # An old record keeps its empty features when touched; a new one has the
@@ -311,7 +311,7 @@ def test_a_new_record_writes_at_most_four_keys(redis_url: str, settings: Setting
         assert written == {b"dupfilter:{0}c", b"dupfilter:{0}t", b"dupfilter:{0}x1"}
         verdict = engine.check(make_message(paragraph_text(602), message_id="<later@x>"),
                                record=False)
-        assert verdict.verdict == "unique"
+        assert verdict.kind == "unique"
         written = _changed_keys(client, lambda: engine.record(verdict))
         assert written == {b"dupfilter:{0}c", b"dupfilter:{0}t", b"dupfilter:{0}x1"}
         assert engine.store.verify() == []
@@ -335,10 +335,10 @@ def test_segments_roll_by_size_and_time_and_records_move_with_their_postings(
         assert sum(1 for name in first if name[:1] == b"d") == 17
         for n in (0, 5, 60, 99):   # found again in whichever segment they are
             copy = engine.check(make_message(texts[n], message_id=f"<again{n}@x>"))
-            assert copy.verdict == "duplicate" and copy.match.message_id == f"<s{n}@x>"
+            assert copy.kind == "duplicate" and copy.match.message_id == f"<s{n}@x>"
             edited = texts[n].replace(" ", "  ", 4) + "\nAnd one more line.\n"
             near = engine.check(make_message(edited, message_id=f"<near{n}@x>"), record=False)
-            assert near.verdict == "near-duplicate"
+            assert near.kind == "near-duplicate"
         # The records seen again are in the newest segment now, their postings with them.
         newest = max(client.keys(b"dupfilter:{0}x*"), key=lambda k: int(k.rsplit(b"x", 1)[1]))
         moved = {Record.decode(0, v).message_id for k, v in client.hgetall(newest).items()
@@ -352,8 +352,8 @@ def test_segments_roll_by_size_and_time_and_records_move_with_their_postings(
         assert engine.store.stats()["segments"] >= 4
         client.delete(b"dupfilter:{0}x1")   # as its TTL would
         gone = engine.check(make_message(texts[1], message_id="<gone@x>"), record=False)
-        assert gone.verdict == "unique"
+        assert gone.kind == "unique"
         kept = engine.check(make_message(texts[0], message_id="<kept@x>"), record=False)
-        assert kept.verdict == "duplicate"
+        assert kept.kind == "duplicate"
         assert engine.store.verify() == []
         assert engine.store.get(engine.store.find_message_id("<s0@x>")[0]).seen == 2

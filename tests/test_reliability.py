@@ -47,9 +47,9 @@ def test_full_disk_passes_mail_and_recovers(tiny_filesystem: Path, settings: Set
         # Space comes back: the same engine checks and records again, without a restart.
         filler.unlink()
         after = engine.check(make_message(paragraph_text(5000), message_id="<after@x>"))
-        assert after.verdict == "unique"
+        assert after.kind == "unique"
         assert engine.check(make_message(paragraph_text(5000), message_id="<again@x>")
-                            ).verdict == "duplicate"
+                            ).kind == "duplicate"
         assert engine.store.verify() == []
 
 

@@ -1,4 +1,4 @@
-"""The pair rules (mailfilter/rules.py) for mail programs send, for links, and for the
+"""The pair rules (mailfilter/rules/) for mail programs send, for links, and for the
 thresholds that depend on sender and subject — end to end, through real stores.
 
 A cron report whose output changed is a new report; a newsletter copy whose tracking links
@@ -18,6 +18,7 @@ from helpers import make_message, paragraph_text
 from mailfilter.config import Settings, load_settings
 from mailfilter.detector import Verdict
 from mailfilter.engine import Engine
+from mailfilter.headers import verdict_value
 from mailfilter.message import parse
 
 DF = """Filesystem      Size  Used Avail Use% Mounted on
@@ -121,7 +122,7 @@ def test_a_cron_report_with_one_figure_changed_is_unique(settings: Settings,
     """df on the next day: 65% became 66% — the admin must see it."""
     changed = DF.replace("31G   17G  65% /\n", "32G   16G  66% /\n")
     verdict = run(settings, tmp_path, report(DF, 1), report(changed, 2))
-    assert verdict.verdict == "unique", verdict.header_value()
+    assert verdict.kind == "unique", verdict_value(verdict)
     assert verdict.evidence[0].rule == "identifiers"
 
 
@@ -129,7 +130,7 @@ def test_the_same_cron_report_again_is_a_duplicate(settings: Settings,
                                                    tmp_path: Path) -> None:
     """Nothing changed: the second mail is a copy."""
     verdict = run(settings, tmp_path, report(DF, 1), report(DF, 2))
-    assert (verdict.verdict, verdict.reason) == ("duplicate", "digest")
+    assert (verdict.kind, verdict.measure) == ("duplicate", "digest")
 
 
 def test_a_report_that_lost_a_line_is_new_but_a_note_that_did_is_not(
@@ -141,9 +142,9 @@ def test_a_report_that_lost_a_line_is_new_but_a_note_that_did_is_not(
     person = run(settings, tmp_path / "ann",
                  report(DF, 1, sender="ann@example.com", headers={}),
                  report(shorter, 2, sender="ann@example.com", headers={}))
-    assert program.verdict == "unique", program.header_value()
+    assert program.kind == "unique", verdict_value(program)
     assert "sent by a program" in program.evidence[0].note
-    assert person.verdict == "near-duplicate", person.header_value()
+    assert person.kind == "near-duplicate", verdict_value(person)
 
 
 def _logwatch_pair(new_line: str) -> tuple[bytes, bytes]:
@@ -165,10 +166,10 @@ def test_automated_threshold_decides_a_report_with_the_same_data(
     strict = run(settings, tmp_path / "strict", first, second)
     resemblance = strict.evidence[0].resemblance
     assert resemblance is not None and 0.5 < resemblance < settings.detector.automated_threshold
-    assert strict.verdict == "unique", strict.header_value()
+    assert strict.kind == "unique", verdict_value(strict)
     assert "sent by a program" in strict.evidence[0].note
     relaxed = with_toml(tmp_path, "[detector]\nautomated_threshold = 0.5\n")
-    assert run(relaxed, tmp_path / "relaxed", first, second).verdict == "near-duplicate"
+    assert run(relaxed, tmp_path / "relaxed", first, second).kind == "near-duplicate"
 
 
 # -- links -----------------------------------------------------------------------------
@@ -190,7 +191,7 @@ def test_copies_with_other_tracking_links_are_the_same_newsletter(
     queries do not make a new message."""
     verdict = run(settings, tmp_path, _newsletter("Jane", "8812731", 1),
                   _newsletter("Jane", "5590142", 2))
-    assert verdict.verdict == "duplicate", verdict.header_value()
+    assert verdict.kind == "duplicate", verdict_value(verdict)
 
 
 def test_a_list_post_from_noreply_follows_the_rules_for_people(
@@ -207,8 +208,8 @@ def test_a_list_post_from_noreply_follows_the_rules_for_people(
     listed = {"List-Id": "Announcements <announce.lists.example.org>"}
     as_list = run(settings, tmp_path / "list", post(text, 1, listed), post(shorter, 2, listed))
     as_program = run(settings, tmp_path / "program", post(text, 1, {}), post(shorter, 2, {}))
-    assert as_list.verdict == "near-duplicate", as_list.header_value()
-    assert as_program.verdict == "unique", as_program.header_value()
+    assert as_list.kind == "near-duplicate", verdict_value(as_list)
+    assert as_program.kind == "unique", verdict_value(as_program)
 
 
 # -- thresholds by sender and subject --------------------------------------------------
@@ -232,7 +233,7 @@ def _pair(keep: float, *, sender2: str = "ann@example.org",
 
 def _resemblance(verdict: Verdict) -> float:
     values = [e.resemblance for e in verdict.evidence if e.resemblance is not None]
-    assert values, f"no candidate was compared: {verdict.header_value()}"
+    assert values, f"no candidate was compared: {verdict_value(verdict)}"
     return max(values)
 
 
@@ -245,14 +246,14 @@ def test_same_sender_same_subject_uses_the_relaxed_threshold(settings: Settings,
     relaxed = run(settings, tmp_path / "default", first, second)
     assert settings.detector.same_subject_threshold <= _resemblance(relaxed) \
         < settings.detector.resemblance_threshold
-    assert relaxed.verdict == "near-duplicate", relaxed.header_value()
-    assert relaxed.evidence[0].note == "same sender, same subject"
+    assert relaxed.kind == "near-duplicate", verdict_value(relaxed)
+    assert relaxed.evidence[0].note.endswith("(threshold set by: same sender, same subject)")
 
     other_first, other_second = _pair(0.45, sender2="carl@elsewhere.example.net")
-    assert run(settings, tmp_path / "other", other_first, other_second).verdict == "unique"
+    assert run(settings, tmp_path / "other", other_first, other_second).kind == "unique"
 
     raised = with_toml(tmp_path, "[detector]\nsame_subject_threshold = 0.35\n")
-    assert run(raised, tmp_path / "raised", first, second).verdict == "unique"
+    assert run(raised, tmp_path / "raised", first, second).kind == "unique"
 
 
 def test_same_domain_other_subject_uses_the_strict_threshold(settings: Settings,
@@ -264,16 +265,16 @@ def test_same_domain_other_subject_uses_the_strict_threshold(settings: Settings,
     strict = run(settings, tmp_path / "default", first, second)
     assert settings.detector.resemblance_threshold <= _resemblance(strict) \
         < settings.detector.other_subject_threshold
-    assert strict.verdict == "unique", strict.header_value()
+    assert strict.kind == "unique", verdict_value(strict)
     assert "another subject" in strict.evidence[0].note
 
     other_first, other_second = _pair(0.6, sender2="bob@elsewhere.example.net",
                                       subject2="Budget")
     assert run(settings, tmp_path / "other", other_first,
-               other_second).verdict == "near-duplicate"
+               other_second).kind == "near-duplicate"
 
     lowered = with_toml(tmp_path, "[detector]\nother_subject_threshold = 0.4\n")
-    assert run(lowered, tmp_path / "lowered", first, second).verdict == "near-duplicate"
+    assert run(lowered, tmp_path / "lowered", first, second).kind == "near-duplicate"
 
 
 def test_the_shipped_configuration_file_keeps_the_documented_thresholds() -> None:
@@ -298,10 +299,10 @@ def test_compare_identifiers_off_lets_templates_match_again(settings: Settings,
                 "The Example Shop team\n")
         return make_message(body, sender="orders@shop.example.com", subject="Shipped",
                             message_id=f"<o{number}@shop.example.com>")
-    assert run(settings, tmp_path / "on", notice("48213", 1), notice("99120", 2)).verdict \
+    assert run(settings, tmp_path / "on", notice("48213", 1), notice("99120", 2)).kind \
         == "unique"
     off = with_toml(tmp_path, "[detector]\ncompare_identifiers = false\n")
-    assert run(off, tmp_path / "off", notice("48213", 1), notice("99120", 2)).verdict \
+    assert run(off, tmp_path / "off", notice("48213", 1), notice("99120", 2)).kind \
         == "near-duplicate"
 
 
@@ -324,7 +325,7 @@ def test_two_people_answering_one_message_alike_stay_unique(settings: Settings,
                              headers={"In-Reply-To": "<question@example.net>"})
                 for n, sender in enumerate(("ann@example.org", "bob@example.com")))
     verdict = run(settings, tmp_path, ann, bob)
-    assert verdict.verdict == "unique", verdict.header_value()
+    assert verdict.kind == "unique", verdict_value(verdict)
 
 
 def test_a_short_answer_forwarded_to_oneself_is_flagged(settings: Settings,
@@ -340,7 +341,7 @@ def test_a_short_answer_forwarded_to_oneself_is_flagged(settings: Settings,
         sender="bob@example.com", to="bob@example.com", subject="Fwd: Re: Release review",
         message_id="<fwd2@x>")
     verdict = run(settings, tmp_path, original, forward)
-    assert verdict.verdict in ("duplicate", "near-duplicate"), verdict.header_value()
+    assert verdict.kind in ("duplicate", "near-duplicate"), verdict_value(verdict)
 
 
 # -- data only in the subject ----------------------------------------------------------
@@ -368,4 +369,4 @@ def test_the_same_body_with_other_data_in_the_subject_is_unique(
                      for n, (sender, subject) in enumerate(zip(senders, subjects,
                                                                strict=True)))
     verdict = run(settings, tmp_path, first, second)
-    assert verdict.verdict == "unique", verdict.header_value()
+    assert verdict.kind == "unique", verdict_value(verdict)

@@ -19,8 +19,10 @@ from mailfilter.engine import Engine
 from mailfilter.store import (
     FEATURES_MAX,
     LAYOUT,
-    SCHEMA_VERSION,
-    Probe,
+    NEWEST_EXACT,
+    NEWEST_PART,
+    RECORD_VERSION,
+    Query,
     Record,
     Store,
     StoreError,
@@ -30,6 +32,16 @@ from mailfilter.store import (
 from mailfilter.store.lmdb import LmdbStore
 
 every_backend = pytest.mark.every_backend
+
+
+def raw_query(**fields: object) -> Query:
+    """A query of nothing but ``fields`` (no key of a real message)."""
+    plain: dict[str, object] = dict(
+        message_id_key=None, digests=(bytes(16),), shingles=(), chunks=(),
+        histogram=bytes(36), histogram_sum=0, histogram_window=0, histogram_max_positions=2,
+        histogram_limit=8, exact_limit=NEWEST_EXACT, part_limit=NEWEST_PART,
+        shingle_limit=48)
+    return Query(**{**plain, **fields})  # type: ignore[arg-type]
 
 
 def sample_record(number: int = 1, **changes: object) -> Record:
@@ -51,11 +63,27 @@ def sample_record(number: int = 1, **changes: object) -> Record:
 def test_record_round_trips_with_its_features() -> None:
     record = sample_record(features=bytes(range(256)) * 4)
     data = record.encode()
-    assert data[0] == SCHEMA_VERSION == 2
+    assert data[0] == RECORD_VERSION == 3
     assert Record.decode(7, data) == dataclasses.replace(record, doc_id=7)
     bare = sample_record(features=b"", message_id=None, message_id_key=None, chunks=(),
                          recipients=())
     assert Record.decode(3, bare.encode()) == dataclasses.replace(bare, doc_id=3)
+    # A copy in a text cluster keeps its cluster and the index hashes new to it.
+    copy = dataclasses.replace(record, cluster=41, novel=record.sketch[3:5])
+    assert Record.decode(9, copy.encode()) == dataclasses.replace(copy, doc_id=9)
+    assert dataclasses.replace(copy, novel=()).encode() != copy.encode()
+    assert Record.decode(9, dataclasses.replace(copy, novel=()).encode()).novel == ()
+
+
+def test_version_2_records_decode_as_their_own_cluster() -> None:
+    """A record written before text clusters (version 2: no tail) heads its own cluster
+    and brings all its index hashes to it."""
+    record = sample_record(recipients=(5,))
+    data = bytearray(record.encode())
+    data[0] = 2
+    old = Record.decode(4, bytes(data[:-(8 + 2)]))     # without the version 3 tail
+    assert (old.cluster, old.novel, old.cluster_id) == (0, None, 4)
+    assert old.novel_hashes(24) == record.sketch[:24]
 
 
 def test_features_longer_than_the_limit_are_refused() -> None:
@@ -84,11 +112,12 @@ def test_schema_1_records_flagged_with_features_keep_them() -> None:
 
 def test_the_layout_says_where_every_field_is() -> None:
     """What the Redis scripts read: every header field at its offset, then the sections."""
-    record = sample_record(chunks=((0x0102030405060708, 9),), recipients=(11, 12))
+    record = sample_record(chunks=((0x0102030405060708, 9),), recipients=(11, 12),
+                           cluster=77, novel=(5, 6))
     data = record.encode()
     for name, (offset, width) in LAYOUT.fields.items():
         value = data[offset:offset + width]
-        expected = {"version": SCHEMA_VERSION, "flags": 0, "n_sketch": 64, "n_chunks": 1,
+        expected = {"version": RECORD_VERSION, "flags": 0, "n_sketch": 64, "n_chunks": 1,
                     "n_recipients": 2, "n_message_id": len(record.message_id)}.get(name)
         if expected is None:
             expected = getattr(record, name)
@@ -103,9 +132,16 @@ def test_the_layout_says_where_every_field_is() -> None:
     assert data[at:at + 2 * LAYOUT.recipient_width] == struct.pack(">QQ", 11, 12)
     at += 2 * LAYOUT.recipient_width + len(record.message_id)
     length = int.from_bytes(data[at:at + LAYOUT.features_length_width], "big")
-    assert data[at + LAYOUT.features_length_width:] == record.features and \
-        length == len(record.features)
-    assert LAYOUT.sections == ("sketch", "chunks", "recipients", "message_id", "features")
+    at += LAYOUT.features_length_width
+    assert data[at:at + length] == record.features and length == len(record.features)
+    at += length
+    assert int.from_bytes(data[at:at + LAYOUT.cluster_width], "big") == 77
+    at += LAYOUT.cluster_width
+    assert int.from_bytes(data[at:at + LAYOUT.novel_length_width], "big") == 2
+    at += LAYOUT.novel_length_width
+    assert data[at:] == struct.pack(">II", 5, 6)
+    assert LAYOUT.sections == ("sketch", "chunks", "recipients", "message_id", "features",
+                               "cluster", "novel")
 
 
 # -- every backend --------------------------------------------------------------------------
@@ -148,11 +184,11 @@ def test_lookup_or_add_records_a_new_message_in_the_same_transaction(
         engine: Engine) -> None:
     store, detector = engine.store, engine.detector
 
-    def probe_and_record(seed: int, message_id: str) -> tuple[Probe, Record]:
+    def probe_and_record(seed: int, message_id: str) -> tuple[Query, Record]:
         analysis = engine.analyse(make_message(paragraph_text(seed, count=200),
                                                message_id=message_id))
         record = detector._new_record(analysis.fingerprint, message_id, (), 86400 * 3, 1)
-        return detector.probe(analysis.fingerprint, message_id), record
+        return detector.query(analysis.fingerprint, message_id), record
 
     probe, record = probe_and_record(1, "<new@x>")
     found = store.lookup_or_add(probe, record)
@@ -179,8 +215,8 @@ def test_forget_by_message_id(engine: Engine) -> None:
     assert len(ids) == 1
     assert engine.store.forget(ids) == 1 and engine.store.forget(ids) == 0
     assert engine.store.find_message_id("<f3@x>") == []
-    assert engine.check(make_message(paragraph_text(3)), record=False).verdict == "unique"
-    assert engine.check(make_message(paragraph_text(4)), record=False).verdict == "duplicate"
+    assert engine.check(make_message(paragraph_text(3)), record=False).kind == "unique"
+    assert engine.check(make_message(paragraph_text(4)), record=False).kind == "duplicate"
     assert engine.store.stats()["records"] == 5
     assert engine.store.verify() == []
 
@@ -201,15 +237,13 @@ def test_stats_count_records_times_and_verdicts(engine: Engine) -> None:
 
 @every_backend
 def test_part_digests_find_the_records_of_a_message_s_parts(store: Store) -> None:
-    """Probe.part_digests: the newest few records under each, reported by digest."""
+    """Query.digests after the first: the newest few records under each (part_limit),
+    reported by digest."""
     part = sample_record(1, word_count=0, chunks=())   # shared digests need no content
     ids = [store.add(dataclasses.replace(part, message_id=f"<p{n}@x>")) for n in range(6)]
     other = store.add(sample_record(2))
-    probe = Probe(message_id_key=None, digest=bytes(16), histogram=bytes(36),
-                  histogram_sum=0, histogram_window=0, histogram_max_positions=2,
-                  sketch_index=(), min_shared=1, chunk_index=(), posting_cap=48,
-                  max_candidates=24,
-                  part_digests=(part.digest, sample_record(2).digest, bytes(range(16))))
+    probe = raw_query(digests=(bytes(16), part.digest, sample_record(2).digest,
+                               bytes(range(16))))
     found = store.lookup(probe)
     assert sorted(found.by_digest) == sorted(ids[-4:] + [other])
     assert set(found.records) == set(found.by_digest)
@@ -228,7 +262,7 @@ def test_duplicate_bumps_seen_instead_of_adding(engine: Engine) -> None:
     raw = make_message(paragraph_text(1), message_id="<one@x>")
     engine.check(raw, now=100)
     verdict = engine.check(make_message(paragraph_text(1), message_id="<two@x>"), now=200)
-    assert verdict.verdict == "duplicate" and verdict.seen == 2
+    assert verdict.kind == "duplicate" and verdict.seen == 2
     assert engine.store.stats()["records"] == 1
     third = engine.check(make_message(paragraph_text(1), message_id="<three@x>"), now=300)
     assert third.seen == 3
@@ -244,8 +278,8 @@ def test_prune_removes_oldest_and_keeps_indexes_consistent(engine: Engine) -> No
     assert engine.store.stats()["records"] == 15
     assert engine.store.verify() == []
     # A pruned message is new again; a kept one is still a duplicate.
-    assert engine.check(make_message(paragraph_text(3)), record=False).verdict == "unique"
-    assert engine.check(make_message(paragraph_text(20)), record=False).verdict == "duplicate"
+    assert engine.check(make_message(paragraph_text(3)), record=False).kind == "unique"
+    assert engine.check(make_message(paragraph_text(20)), record=False).kind == "duplicate"
 
 
 def test_touch_moves_record_forward_so_prune_keeps_it(engine: Engine) -> None:
@@ -298,7 +332,7 @@ def test_histogram_window_is_one_vectorised_lookup(engine: Engine) -> None:
     # Punctuation and hyphenation change the digest but no alphanumeric count.
     variant = text.replace(".", "!").replace(" ", " -- ", 3)
     analysis = engine.analyse(make_message(variant, message_id="<h2@x>"))
-    probe = detector.probe(analysis.fingerprint, analysis.message_id)
+    probe = detector.query(analysis.fingerprint, analysis.message_id)
     assert probe.histogram_window == 2
     found = engine.store.lookup(probe)
     assert found.histogram_window_size >= 1 and len(found.by_histogram) == 1
@@ -348,10 +382,8 @@ def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> Non
     records = [record(made[kind](), number) for number, kind in enumerate(kinds)]
     ids = engine.store.atomically(lambda: [engine.store.add(r) for r in records])
     kind_of = dict(zip(ids, kinds, strict=True))
-    probe = Probe(message_id_key=None, digest=bytes(16), histogram=bytes(base),
-                  histogram_sum=sum(base), histogram_window=2, histogram_max_positions=2,
-                  sketch_index=(), min_shared=1, chunk_index=(), posting_cap=48,
-                  max_candidates=6)
+    probe = raw_query(histogram=bytes(base), histogram_sum=sum(base), histogram_window=2,
+                      histogram_max_positions=2, histogram_limit=6)
     found = engine.store.lookup(probe)
     # Compared: the records equal to the message in a group of bins (bin i in group i mod 3),
     # not all 609 records of the sum window.
@@ -364,7 +396,7 @@ def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> Non
     assert set(found.records) == set(found.by_histogram)
     # A million records put hundreds of near-identical histograms in one window: the
     # histogram rule weighs only the closest few (then the oldest: the first stored).
-    fewer = engine.store.lookup(dataclasses.replace(probe, histogram_candidates=3))
+    fewer = engine.store.lookup(dataclasses.replace(probe, histogram_limit=3))
     assert list(fewer.by_histogram.values()) == [0, 1, 1]
     assert set(fewer.records) == set(fewer.by_histogram)
     ones = sorted(i for i in ids if kind_of[i] == "one")
@@ -372,7 +404,7 @@ def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> Non
     # A rule allowing 3 positions is more than the groups can promise: the whole window is
     # compared (and 1 position fewer finds only the nearer ones).
     wider = engine.store.lookup(dataclasses.replace(probe, histogram_max_positions=3,
-                                                    max_candidates=20))
+                                                    histogram_limit=20))
     assert wider.histogram_window_size == len(records)
     assert list(wider.by_histogram.values())[:6] == [0, 1, 1, 1, 2, 2]
     assert all(kind_of[i] == "far" for i, p in wider.by_histogram.items() if p == 3)
@@ -399,10 +431,9 @@ def test_histogram_index_finds_every_match_of_the_rule(store: Store) -> None:
         for position in rng.sample(range(36), rng.choice([0, 1, 2, 3])):
             bins[position] = max(0, bins[position] + rng.choice([-1, 1]))
         window, positions = rng.choice([1, 2, 3]), rng.choice([0, 1, 2, 3, 4])
-        probe = Probe(message_id_key=None, digest=bytes(16), histogram=bytes(bins),
-                      histogram_sum=sum(bins), histogram_window=window,
-                      histogram_max_positions=positions, sketch_index=(), min_shared=1,
-                      chunk_index=(), posting_cap=48, max_candidates=1000)
+        probe = raw_query(histogram=bytes(bins), histogram_sum=sum(bins),
+                          histogram_window=window, histogram_max_positions=positions,
+                          histogram_limit=1000)
         expected = {doc_id: sum(a != b for a, b in zip(r.histogram, bins, strict=True))
                     for doc_id, r in zip(ids, stored, strict=True)
                     if abs(r.histogram_sum - sum(bins)) <= window}
@@ -412,8 +443,8 @@ def test_histogram_index_finds_every_match_of_the_rule(store: Store) -> None:
 
 def test_a_schema_1_store_opens_and_checks_fine(tmp_path: Path, settings: Settings) -> None:
     """A store 0.x wrote (schema 1 records and meta) works after the upgrade: verify is
-    clean, its records are found, a touched record is rewritten as schema 2, and a new
-    record is written as schema 2."""
+    clean, its records are found, a touched record is rewritten in the current record
+    format, and a new record is written in it."""
     texts = [paragraph_text(900 + seed, count=300) for seed in range(5)]
     with Engine(settings, str(tmp_path / "probe")) as scratch:
         records = [scratch.detector._new_record(
@@ -428,17 +459,17 @@ def test_a_schema_1_store_opens_and_checks_fine(tmp_path: Path, settings: Settin
     with Engine(settings, str(location)) as engine:
         assert engine.store.verify() == []
         copy = engine.check(make_message(texts[2], message_id="<again@x>"), now=1_700_000_100)
-        assert copy.verdict == "duplicate" and copy.match.message_id == "<old2@x>"
+        assert copy.kind == "duplicate" and copy.match.message_id == "<old2@x>"
         edited = texts[3].replace(" ", "  ", 3) + "\nOne more line at the end.\n"
         near = engine.check(make_message(edited, message_id="<edit@x>"), now=1_700_000_200)
-        assert near.verdict == "near-duplicate" and near.match.message_id == "<old3@x>"
+        assert near.kind == "near-duplicate" and near.match.message_id == "<old3@x>"
         raw = {record.message_id: record for record in engine.store.records()}
         assert raw["<old2@x>"].seen == 2 and raw["<old2@x>"].features == b""
         with engine.store.env.begin() as txn:
             versions = {Record.decode(1, value).message_id: bytes(value)[0] for _, value
                         in txn.cursor(db=engine.store.docs)}
-        assert versions == {"<old0@x>": 1, "<old1@x>": 1, "<old2@x>": 2, "<old3@x>": 1,
-                            "<old4@x>": 1, "<edit@x>": 2}
+        assert versions == {"<old0@x>": 1, "<old1@x>": 1, "<old2@x>": RECORD_VERSION,
+                                "<old3@x>": 1, "<old4@x>": 1, "<edit@x>": RECORD_VERSION}
         assert engine.store.verify() == []
         stats = engine.store.stats()
         assert stats["records"] == 6
@@ -464,8 +495,8 @@ def test_a_schema_1_store_that_cannot_be_written_is_read_as_it_is(
         assert store._by_sum is not None and store.verify() == []
         variant = text.replace(".", "!").replace(" ", " -- ", 3)   # same letters, new digest
         verdict = engine.check(make_message(variant, message_id="<v@x>"), record=False)
-        assert (verdict.verdict, verdict.reason) == ("near-duplicate", "shingles")
-        probe = engine.detector.probe(engine.analyse(make_message(variant)).fingerprint, None)
+        assert (verdict.kind, verdict.measure) == ("near-duplicate", "shingles")
+        probe = engine.detector.query(engine.analyse(make_message(variant)).fingerprint, None)
         assert store.lookup(probe).by_histogram == {1: 0}
 
 
@@ -507,7 +538,40 @@ def test_histogram_window_loop_and_numpy_agree() -> None:
         rng.shuffle(entries)
         packed = b"".join(entries)
         for limit in (0, 1, 2):
-            probe = Probe(None, bytes(16), probe_histogram, sum(probe_histogram), 2, limit,
-                          (), 1, (), 100, 50)
+            probe = raw_query(histogram=probe_histogram, histogram_sum=sum(probe_histogram),
+                              histogram_window=2, histogram_max_positions=limit,
+                              histogram_limit=50)
             assert backend._close_histograms(packed, layout, probe) == \
                 backend._close_histograms_numpy(memoryview(packed), layout, probe)
+
+
+@every_backend
+def test_a_store_written_before_text_clusters_is_upgraded(
+        engine: Engine, settings: Settings, store_location: str, backend: str) -> None:
+    """A schema 2 store (records without cluster or novel hashes, no text index, no
+    recipients under clusters) opens upgraded: verify is clean, every old record counts as
+    a text of its own, and the recipients it had are found under it."""
+    from support import schema2
+    body = paragraph_text(31, count=300)
+    for seed in range(3):
+        engine.check(make_message(paragraph_text(40 + seed, count=200) + body,
+                                  message_id=f"<u{seed}@x>"), [f"r{seed}@example.org"])
+    engine.close()
+    if backend == "lmdb":
+        schema2.downgrade_lmdb(Path(store_location))
+    else:
+        import redis
+        client = (redis.RedisCluster if backend == "cluster" else redis.Redis).from_url(
+            store_location)
+        schema2.downgrade_redis(client)
+        client.close()
+    with Engine(settings, store_location) as upgraded:
+        assert upgraded.store.verify() == []
+        assert all(record.cluster == 0 and record.novel is None
+                   for record in upgraded.store.records())
+        query = upgraded.detector.query(
+            upgraded.analyse(make_message(body, message_id="<n@x>")).fingerprint, "<n@x>",
+            ["r1@example.org"])
+        found = upgraded.store.lookup(query)
+        assert max(found.counts.values()) == 3          # three different texts hold it
+        assert sorted(found.delivered.values()) == [frozenset(query.recipients)]

@@ -58,7 +58,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"dupfilter-db: {label}: {type(verdict).__name__}: {verdict}",
                       file=sys.stderr)
             else:
-                counts[verdict.verdict] += 1
+                counts[verdict.kind] += 1
         records = engine.store.stats()["records"]
     elapsed = time.perf_counter() - started
     total = sum(counts.values())
@@ -87,14 +87,14 @@ def cmd_scan(args: argparse.Namespace, settings: Settings) -> int:
                     print(json.dumps({"path": label, "message_id": None, "verdict": "error",
                                       "score": None, "match": None}), file=out)
                 continue
-            counts[verdict.verdict] += 1
+            counts[verdict.kind] += 1
             if args.json:
                 print(json.dumps(_verdict_row(label, verdict)), file=out)
             else:
                 score = "" if verdict.score is None else f"{verdict.score:.2f}"
                 match = (verdict.match.message_id or f"#{verdict.match.doc_id}") \
                     if verdict.match else ""
-                print(f"{verdict.verdict:<15} {score:>5}  {verdict.reason:<11} "
+                print(f"{verdict.kind:<15} {score:>5}  {verdict.measure:<11} "
                       f"{label:<50} {match}", file=out)
     if not args.json:
         print(f"\n{sum(counts.values())} messages: {counts[UNIQUE]} unique, "
@@ -400,15 +400,15 @@ def _same_message(verdict: Verdict) -> list[tuple[Record, str]]:
         record = item.record
         if key is not None and record.message_id_key == key:
             found.append((record, "the same Message-ID"))
-        elif record.digest == verdict.fingerprint.digest and item.verdict == DUPLICATE:
-            found.append((record, f"the same text ({item.reason})"))
+        elif record.digest == verdict.fingerprint.digest and item.kind is DUPLICATE:
+            found.append((record, f"the same text ({item.measure})"))
     return found
 
 
 def _near_matches(verdict: Verdict) -> list[tuple[Record, str]]:
     """The records this message is a near-duplicate of (``--near``)."""
-    return [(item.record, f"{item.verdict} {item.score or 0:.2f} ({item.reason})")
-            for item in verdict.evidence if item.verdict == NEAR_DUPLICATE]
+    return [(item.record, f"{item.kind} {item.score or 0:.2f} ({item.measure})")
+            for item in verdict.evidence if item.kind is NEAR_DUPLICATE]
 
 
 def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:

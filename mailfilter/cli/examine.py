@@ -20,34 +20,19 @@ from typing import TYPE_CHECKING
 
 from mailfilter.config import Settings
 from mailfilter.engine import Engine, analyse
-from mailfilter.names import UNIQUE
+from mailfilter.fingerprint import ALPHABET
+from mailfilter.headers import verdict_value
+from mailfilter.rules import describe
 from mailfilter.sources import iter_messages
 
 if TYPE_CHECKING:
     from mailfilter.detector import Evidence, Verdict
 
-# The detector's rules (mailfilter/rules.py), in words: what each one looks at.
-RULES = {
-    "message-id": "same Message-ID",
-    "calendar": "calendar invitations: same event (UID), same version (SEQUENCE, times)",
-    "reply": "a reply to the stored message is not its copy",
-    "digest": "same text (exact digest of the whitespace-folded text)",
-    "short-text": "short texts match only exactly, with another sign it is the same message",
-    "attachments": "same attachment, or attachments alike by length-weighted chunk "
-                   "similarity, when attachments are most of both messages",
-    "resend": "a short message sent again with a line added",
-    "shingles": "word-shingle resemblance at or above the threshold",
-    "histogram": "character histogram: within the sum window and few bins differ",
-    "identifiers": "alike, but the data (numbers, codes, dates, hosts) differ",
-    "subject": "one sender domain under another subject needs a higher resemblance",
-}
-
-
-def rule_words(rule: str) -> str:
-    """``rule`` and what it means, for text output."""
+def rule_words(rule: str | None) -> str:
+    """``rule`` and what it decides, for text output."""
     if not rule:
         return "no rule matched"
-    meaning = RULES.get(rule)
+    meaning = describe(rule)
     return f"{rule} ({meaning})" if meaning else rule
 
 
@@ -86,8 +71,8 @@ def evidence_dict(e: Evidence) -> dict[str, object]:
         return None if value is None else round(float(value), 4)
 
     return {"id": e.record.doc_id, "message_id": e.record.message_id, "seen": e.record.seen,
-            "found_by": e.found_by, "verdict": e.verdict, "rule": e.rule or None,
-            "reason": e.reason or None, "score": rounded(e.score), "note": e.note or None,
+            "found_by": list(e.found_by), "verdict": e.kind, "rule": e.rule,
+            "reason": e.measure or None, "score": rounded(e.score), "note": e.note or None,
             "resemblance": rounded(e.resemblance), "containment": rounded(e.containment),
             "histogram_bins_differing": e.histogram_positions,
             "histogram_largest_difference": e.histogram_largest,
@@ -112,49 +97,40 @@ def evidence_measures(e: Evidence) -> str:
     return "; ".join(measures) or "no measure applies"
 
 
-def evidence_why(e: Evidence) -> str:
-    """Why the rules decided as they did on one candidate, in words (also why not)."""
-    if e.verdict != UNIQUE and e.rule == "shingles" and e.score is not None:
-        return f"word-shingle resemblance {e.score:.2f}" + (
-            f" (threshold set by: {e.note})" if e.note else "")
-    if e.verdict != UNIQUE and e.rule == "histogram":
-        return (f"{e.histogram_positions} of 36 character-histogram bins differ, within the "
-                "sum window")
-    return e.note
-
-
 def evidence_decision(e: Evidence) -> str:
     """What the rules made of one candidate: the verdict, the rule, and why (or why not)."""
-    if e.verdict != UNIQUE:
+    if e.is_duplicate:
         score = f", score {e.score:.2f}" if e.score is not None else ""
-        text = f"{e.verdict} by rule {e.rule or e.reason}{score}"
+        text = f"{e.kind} by rule {e.rule or e.measure}{score}"
     else:
         text = f"not a duplicate: {'rule ' + e.rule if e.rule else 'no rule matched'}"
-    why = evidence_why(e)
-    return f"{text}: {why}" if why else text
+    return f"{text}: {e.note}" if e.note else text
 
 
 def verdict_json(verdict: Verdict) -> dict[str, object]:
     """``Verdict.as_dict()`` with the fingerprint summary and every weighed candidate."""
     out = verdict.as_dict()
     fp = verdict.fingerprint
-    out["header"] = verdict.header_value()
-    out["decided_by"] = verdict.evidence[0].rule or None if verdict.evidence else None
+    out["header"] = verdict_value(verdict)
+    out["decided_by"] = verdict.evidence[0].rule if verdict.evidence else None
     out["fingerprint"] = {"words": fp.word_count, "shingles": fp.shingle_count,
                           "histogram_sum": fp.histogram_sum,
                           "histogram_characters": fp.histogram_chars,
                           "attachment_chunks": len(fp.chunks)}
     out["defects"] = list(verdict.defects)
     out["candidates"] = [evidence_dict(e) for e in verdict.evidence]
+    out["boilerplate"] = [{"hash": f"{value:08x}", "different_texts": count}
+                          for value, count in verdict.boilerplate]
     return out
 
 
-def print_verdict(verdict: Verdict, label: str | None = None) -> None:
-    """``explain``'s text: the header, the message, what decided, every candidate."""
+def print_verdict(verdict: Verdict, label: str | None, *, common: int) -> None:
+    """``explain``'s text: the header, the message, what decided, every candidate
+    (``common``: the setting common_postings, for the boilerplate line)."""
     fp = verdict.fingerprint
     if label is not None:
         print(f"== {label}")
-    print(f"X-Dupfilter: {verdict.header_value()}")
+    print(f"X-Dupfilter: {verdict_value(verdict)}")
     print(f"message: {verdict.message_id or '(no Message-ID)'}; {fp.word_count} words, "
           f"{fp.shingle_count} shingles, character histogram sum {fp.histogram_sum} "
           f"({fp.histogram_chars} characters)")
@@ -162,17 +138,24 @@ def print_verdict(verdict: Verdict, label: str | None = None) -> None:
         print(f"parsing notes: {'; '.join(verdict.defects)}")
     if verdict.skipped_by:
         print(f"not checked: allow rule {verdict.skipped_by!r} skips it")
+    if verdict.boilerplate:
+        counts = ", ".join(f"{value:08x} ({count}{'+' if count >= common else ''})"
+                           for value, count in verdict.boilerplate[:8])
+        print(f"boilerplate: {len(verdict.boilerplate)} of its shingles were left out of "
+              f"lookup and resemblance: each is held by {common} or more different stored "
+              f"texts (copies of one text count once): {counts}"
+              + (", …" if len(verdict.boilerplate) > 8 else ""))
     if not verdict.evidence:
         print("why: no stored record shares a Message-ID, digest, histogram window, shingle "
-              "or attachment chunk with this message")
+              "or attachment chunk with this message"
+              + (" (but for the boilerplate above)" if verdict.boilerplate else ""))
         return
     best = verdict.evidence[0]
     if verdict.is_duplicate:
         match = verdict.match
-        why = evidence_why(best)
-        print(f"why: {verdict.verdict} of #{match.doc_id} "
+        print(f"why: {verdict.kind} of #{match.doc_id} "
               f"{match.message_id or '(no Message-ID)'} by rule {rule_words(best.rule)}"
-              + (f": {why}" if why else ""))
+              + (f": {best.note}" if best.note else ""))
         if verdict.attachment is not None:
             print(f"attachment matched: {verdict.attachment.name or '(no name)'} "
                   f"({verdict.attachment.size} bytes)")
@@ -208,7 +191,8 @@ def cmd_explain(args: argparse.Namespace, settings: Settings) -> int:
                     out = {"path": label, **out}
                 print(json.dumps(out))
             else:
-                print_verdict(verdict, label if several or (paths and label != "-") else None)
+                print_verdict(verdict, label if several or (paths and label != "-") else None,
+                              common=settings.detector.common_postings)
                 if several:
                     print()
     return 0
@@ -266,10 +250,10 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     sketch_resemblance = similarity.sketch_resemblance(fps[0].sketch, fps[1].sketch, k)
     result = {
         "a": args.a, "b": args.b,
-        "verdict": verdict.verdict,
-        "rule": evidence.rule or None if evidence else None,
+        "verdict": verdict.kind,
+        "rule": evidence.rule if evidence else None,
         "score": None if verdict.score is None else round(float(verdict.score), 4),
-        "why": (evidence_why(evidence) or None) if evidence else
+        "why": (evidence.note or None) if evidence else
         "nothing in common: no shared Message-ID, digest, histogram window or shingle",
         "candidate": evidence_dict(evidence) if evidence else None,
         "thresholds": {"resemblance": detector.resemblance_threshold,
@@ -302,7 +286,7 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     sh, ch = result["shingles"], result["chunks"]
     if verdict.is_duplicate:
-        print(f"verdict: B is a {verdict.verdict} of A, by rule "
+        print(f"verdict: B is a {verdict.kind} of A, by rule "
               f"{rule_words(evidence.rule)}" + (f", score {verdict.score:.2f}"
                                                  if verdict.score is not None else ""))
     else:
@@ -351,9 +335,8 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
               "makes these 0; they mean something for large messages and attachments)")
     if args.bins:
         print(f"\ncharacter histogram bins ({settings.fingerprint.histogram}), A and B:")
-        for index in range(36):
+        for index, name in enumerate(ALPHABET.decode()):
             x, y = fps[0].histogram[index], fps[1].histogram[index]
-            name = "0123456789abcdefghijklmnopqrstuvwxyz"[index]
             print(f"  {name} r[{index:2d}]={x:6d}\ts[{index:2d}]={y:6d}"
                   + ("" if x == y else "\tDIFF"))
     return 0

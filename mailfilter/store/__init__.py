@@ -2,13 +2,15 @@
 
 A store keeps hashes and counts, never message text: a record is a fingerprint, the hashes
 of its recipients, times and a seen-counter, the Message-ID (needed for ``match=``) and the
-detector's own small ``features``, opaque to the store.  It answers one :class:`Probe` with
-one :class:`Candidates` (one read transaction, or one round trip for a networked store); it
-never decides verdicts.  Two backends implement :class:`Store`: LMDB (``lmdb.py``, the
-default) and Redis or Redis Cluster (``redis/``); tests run the same behaviours on both.
+detector's own small ``features``, opaque to the store.  It answers one :class:`Query` with
+one :class:`Found` (one read transaction, or one round trip for a networked store): the ids
+under the keys asked for and their records; it ranks nothing and never decides verdicts
+(the detector does, once, for every backend).  Two backends implement :class:`Store`: LMDB
+(``lmdb.py``, the default) and Redis or Redis Cluster (``redis/``); tests run the same
+behaviours on both.
 
-The record codec (:meth:`Record.encode`, :meth:`Record.decode`) is schema 2; schema 1
-records (no features) are still read, so stores written before open as they are.  Its
+The record codec (:meth:`Record.encode`, :meth:`Record.decode`) writes version 3; versions 1
+(no features) and 2 (no cluster) are still read, so stores written before open as they are.  Its
 layout is exported as :data:`LAYOUT`, from which the Redis scripts take every offset.  The
 histogram index (:func:`histogram_keys`) is defined here too, for both backends.
 """
@@ -26,12 +28,16 @@ import xxhash
 from mailfilter.config import check_store
 
 T = TypeVar("T")
-# The record schema: the first byte of every encoded record.  Version 1 (dupfilter up to
-# 0.x, no ``features``) is still read; records are written as version 2.
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = frozenset({1, 2})
-# Ids read per Message-ID and per digest by a lookup (the newest), in every backend, and
-# per part digest (Probe.part_digests).
+# The store's layout (its sub-databases or keys); a store of an older layout is upgraded
+# by the first process that opens it for writing.  3: the text index and the recipients
+# under their text cluster.
+SCHEMA_VERSION = 3
+# The record format: the first byte of every encoded record.  Versions 1 (no ``features``)
+# and 2 (no cluster, every index hash filed) are still read; records are written as 3.
+RECORD_VERSION = 3
+READABLE_VERSIONS = frozenset({1, 2, 3})
+# Ids read per Message-ID and per digest (the newest), and per part digest: the detector's
+# Query.exact_limit and part_limit, and what Redis's idempotent add looks through.
 NEWEST_EXACT = 16
 NEWEST_PART = 4
 MESSAGE_ID_MAX = 250
@@ -39,6 +45,10 @@ RECIPIENTS_MAX = 64
 FEATURES_MAX = 1024
 _UNSAFE_ID = re.compile(r"[\x00-\x1f\x7f;]")
 
+# No cluster stored (records before version 3): the record is its own cluster.
+NO_CLUSTER = 0
+# ``novel`` count meaning "the first index_size sketch hashes" (every record before 3).
+ALL_NOVEL = 0xFFFF
 # The fixed header of an encoded record, in order: (field, struct code), big-endian.
 _HEADER_FIELDS = (
     ("version", "B"), ("flags", "B"), ("first_seen", "I"), ("last_seen", "I"), ("seen", "I"),
@@ -59,9 +69,12 @@ class RecordLayout:
     ``n_sketch`` sketch hashes of ``sketch_width`` bytes, ``n_chunks`` attachment chunks
     (a ``chunk_width``-byte entry: an 8-byte digest then a 4-byte length), ``n_recipients``
     recipient hashes of ``recipient_width`` bytes, ``n_message_id`` bytes of Message-ID,
-    and from version 2 on a ``features_length_width``-byte length and that many bytes of
-    ``features``.  Versions 1 and 2 share the header and the first four sections, so a
-    script that edits the header or the recipients and copies the rest keeps either.
+    from version 2 on a ``features_length_width``-byte length and that many bytes of
+    ``features``, and from version 3 on the record's ``cluster`` (``cluster_width`` bytes,
+    0: itself) and the index hashes new to its cluster (a ``novel_length_width`` count,
+    ``ALL_NOVEL`` for the first index_size of the sketch, else that many hashes of
+    ``sketch_width`` bytes).  All versions share the header and the first four sections, so
+    a script that edits the header or the recipients and copies the rest keeps any.
     """
 
     header: int
@@ -75,6 +88,9 @@ class RecordLayout:
     message_id_max: int
     features_length_width: int
     features_max: int
+    cluster_width: int
+    novel_length_width: int
+    all_novel: int
 
     def offset(self, name: str) -> int:
         return self.fields[name][0]
@@ -87,11 +103,13 @@ def _layout() -> RecordLayout:
         fields[name] = (position, width)
         position += width
     return RecordLayout(header=position, fields=fields,
-                        sections=("sketch", "chunks", "recipients", "message_id", "features"),
+                        sections=("sketch", "chunks", "recipients", "message_id", "features",
+                                  "cluster", "novel"),
                         sketch_width=4, chunk_width=_CHUNK.size, chunk_digest_width=8,
                         recipient_width=8, recipients_max=RECIPIENTS_MAX,
                         message_id_max=MESSAGE_ID_MAX, features_length_width=2,
-                        features_max=FEATURES_MAX)
+                        features_max=FEATURES_MAX, cluster_width=8, novel_length_width=2,
+                        all_novel=ALL_NOVEL)
 
 
 LAYOUT = _layout()
@@ -202,16 +220,33 @@ class Record:
     # The detector's own small encoded data (up to FEATURES_MAX bytes): kept and returned
     # verbatim, never read by a store.
     features: bytes = b""
+    # The text cluster the record belongs to: the id of the first record of that text (the
+    # detector judged this one a copy of it); NO_CLUSTER: its own.  Recipients are filed
+    # under their cluster (``Found.delivered``).
+    cluster: int = NO_CLUSTER
+    # Its index hashes that its cluster did not have yet, filed in the text index whose
+    # counts say how many *different* texts hold a hash (so that copies never make a text
+    # look common); None: all of the first index_size (a record heading its cluster).
+    novel: tuple[int, ...] | None = None
+
+    @property
+    def cluster_id(self) -> int:
+        """The id of the record's text cluster (its own id when it heads one)."""
+        return self.cluster or self.doc_id
+
+    def novel_hashes(self, index_size: int) -> tuple[int, ...]:
+        """The index hashes this record brings to its text cluster."""
+        return self.sketch[:index_size] if self.novel is None else self.novel
 
     def encode(self) -> bytes:
-        """The record as bytes (schema version 2; see :class:`RecordLayout`)."""
+        """The record as bytes (record version 3; see :class:`RecordLayout`)."""
         if len(self.features) > FEATURES_MAX:
             raise ValueError(f"record features are {len(self.features)} bytes; at most "
                              f"{FEATURES_MAX} are stored")
         message_id = (self.message_id or "").encode("utf-8", "replace")[:MESSAGE_ID_MAX]
         recipients = self.recipients[:RECIPIENTS_MAX]
         head = _HEADER.pack(
-            SCHEMA_VERSION, 0, self.first_seen, self.last_seen, self.seen, self.histogram,
+            RECORD_VERSION, 0, self.first_seen, self.last_seen, self.seen, self.histogram,
             self.histogram_sum, self.histogram_chars, self.shingle_count, self.word_count,
             self.digest, self.message_id_key or bytes(16), len(self.sketch), len(self.chunks),
             len(recipients), len(message_id))
@@ -222,13 +257,19 @@ class Record:
         parts.append(message_id)
         parts.append(_U16.pack(len(self.features)))
         parts.append(self.features)
+        parts.append(_U64.pack(self.cluster))
+        if self.novel is None:
+            parts.append(_U16.pack(ALL_NOVEL))
+        else:
+            novel = self.novel[:ALL_NOVEL - 1]
+            parts.append(struct.pack(f">H{len(novel)}I", len(novel), *novel))
         return b"".join(parts)
 
     @classmethod
     def decode(cls, doc_id: int, data: bytes) -> Record:
-        """The record encoded in ``data``, schema version 1 or 2 (positional construction
-        and cached formats: a check decodes up to ``max_candidates`` records, so this is on
-        its hot path)."""
+        """The record encoded in ``data``, record version 1, 2 or 3 (positional
+        construction and cached formats: a check decodes every record it reads, so this is
+        on its hot path)."""
         (version, flags, first_seen, last_seen, seen, histogram, histogram_sum,
          histogram_chars, shingle_count, word_count, digest, msgid_key, n_sketch, n_chunks,
          n_recipients, n_message_id) = _HEADER.unpack_from(data, 0)
@@ -251,21 +292,31 @@ class Record:
         message_id = str(data[offset:offset + n_message_id], "utf-8", "replace") \
             if n_message_id else None
         features = b""
-        # Schema 2 records end with their features; so do schema 1 records flagged so
-        # (an interim encoding that never bumped the schema).
+        cluster, novel = NO_CLUSTER, None
+        # Version 2 records end with their features; so do version 1 records flagged so
+        # (an interim encoding that never bumped the version); version 3 then has its
+        # cluster and novel hashes.
         if version > 1 or flags & _SCHEMA_1_FEATURES:
             offset += n_message_id
             (n_features,) = _U16.unpack_from(data, offset)
             features = bytes(data[offset + 2:offset + 2 + n_features])
             if len(features) != n_features:
                 raise StoreError(f"record {doc_id} is cut short")
+            if version > 2:
+                offset += 2 + n_features
+                cluster, n_novel = _CLUSTER_NOVEL.unpack_from(data, offset)
+                if n_novel != ALL_NOVEL:
+                    novel = (_SKETCHES.get(n_novel) or _format(_SKETCHES, ">%dI", n_novel)
+                             ).unpack_from(data, offset + _CLUSTER_NOVEL.size)
         return cls(histogram, histogram_sum, histogram_chars, sketch, shingle_count,
                    word_count, digest, None if msgid_key == _NO_KEY else msgid_key,
                    message_id, chunks, recipients, first_seen, last_seen, seen, doc_id,
-                   features)
+                   features, cluster, novel)
 
 
 _NO_KEY = bytes(16)
+_U64 = struct.Struct(">Q")
+_CLUSTER_NOVEL = struct.Struct(">QH")
 _SCHEMA_1_FEATURES = 1   # flags bit of a schema 1 record that ends with features
 _SKETCHES: dict[int, struct.Struct] = {}
 _RECIPIENTS: dict[int, struct.Struct] = {}
@@ -278,63 +329,72 @@ def _format(cache: dict[int, struct.Struct], pattern: str, count: int) -> struct
 
 
 @dataclass(frozen=True, slots=True)
-class Probe:
-    """What to look up for one message: every index, in one transaction."""
+class Query:
+    """What one check reads: the postings under a message's keys, in one read transaction
+    (LMDB) or one round trip (Redis).  Every limit is the detector's; a store reads what it
+    is asked and decides nothing."""
 
     message_id_key: bytes | None
-    digest: bytes
+    digests: tuple[bytes, ...]      # the body digest, then more texts' digests (parts)
+    shingles: tuple[int, ...]       # sketch hashes: their newest ids, and how many
+    #                                 different texts hold each (Found.counts)
+    chunks: tuple[int, ...]         # attachment chunk digests: their newest ids
     histogram: bytes
     histogram_sum: int
-    histogram_window: int          # 0 disables the histogram lookup
-    histogram_max_positions: int
-    sketch_index: tuple[int, ...]  # the sketch hashes to look up in the shingle index
-    min_shared: int                # candidates must share at least this many of them
-    chunk_index: tuple[int, ...]
-    posting_cap: int
-    max_candidates: int
-    # Sketch hashes from the message's last lines: those with at least ``common_postings``
-    # index entries are boilerplate (list footers), reported in ``Candidates.common``.
-    tail_hashes: tuple[int, ...] = ()
-    common_postings: int = 1 << 62
-    # The message's whole sketch: boilerplate only matters for records sharing one of its
-    # hashes, so a store need not count the tail hashes when no record does.
-    sketch: tuple[int, ...] = ()
-    # At most this many histogram-window matches (closest, then oldest); None: as many as
-    # ``max_candidates``.
-    histogram_candidates: int | None = None
-    # More exact digests to look up (a short message's parts: see
-    # ``Fingerprint.part_digests``); what they find is reported in ``by_digest``.
-    part_digests: tuple[bytes, ...] = ()
-
-    @property
-    def histogram_limit(self) -> int:
-        """How many histogram-window matches to return."""
-        if self.histogram_candidates is None:
-            return self.max_candidates
-        return min(self.max_candidates, self.histogram_candidates)
+    histogram_window: int           # 0: no histogram lookup
+    histogram_max_positions: int    # bins a histogram match may differ in
+    histogram_limit: int            # that many matches: the closest, then the oldest
+    exact_limit: int                # newest ids per Message-ID key and body digest
+    part_limit: int                 # newest ids per further digest
+    shingle_limit: int              # newest ids per sketch hash and chunk
+    counted: tuple[int, ...] = ()   # more sketch hashes: only how many records hold each
+    count_limit: int = 0            # counts stop here (how many is "many" is the caller's);
+    #                                 0: no counts
+    recipients: tuple[int, ...] = ()   # recipient keys: which of them each cluster found
+    #                                    has been delivered to (Found.delivered)
+    # lookup_or_add: add the record unless some record is under an exact key, a chunk, the
+    # histogram window, or at least this many of ``shingles`` (then a verdict is needed).
+    add_unless_shared: int = 1
 
 
 @dataclass(slots=True)
-class Candidates:
-    """Records found for a probe, and by which index each was found."""
+class Found:
+    """What a store read for a :class:`Query`: ids under each key, newest first, every
+    record among them, and the recipients filed under their clusters."""
 
-    records: dict[int, Record] = field(default_factory=dict)
     by_message_id: list[int] = field(default_factory=list)
     by_digest: list[int] = field(default_factory=list)
-    # doc id → number of histogram positions that differ (only those within the limit)
+    # sketch hash → the newest ids under it (at most Query.shingle_limit)
+    by_shingle: dict[int, list[int]] = field(default_factory=dict)
+    # sketch hash (of Query.shingles and Query.counted) → different texts holding it (records
+    # for which it was new to their cluster), up to count_limit
+    counts: dict[int, int] = field(default_factory=dict)
+    by_chunk: dict[int, list[int]] = field(default_factory=dict)
+    # doc id → number of histogram bins that differ (within the limit), closest first
     by_histogram: dict[int, int] = field(default_factory=dict)
-    # doc id → number of probe sketch hashes it shares
-    by_shingle: dict[int, int] = field(default_factory=dict)
-    by_chunk: dict[int, int] = field(default_factory=dict)
     histogram_window_size: int = 0
-    # Ids of returned records whose sketch shares a hash with ``Probe.sketch``, when the
-    # store worked it out (None: not known).  The others resemble the message in nothing,
-    # so the detector need not compare them (a large histogram window returns many such).
-    sharing: frozenset[int] | None = None
-    # Probe tail hashes that many stored messages share: boilerplate, not evidence.  Only
-    # needed to compare sketches that share a hash, so a store may leave it empty when no
-    # record it returns shares one with ``Probe.sketch`` (or when it returns none).
-    common: frozenset[int] = frozenset()
+    # every id listed above → its record
+    records: dict[int, Record] = field(default_factory=dict)
+    # cluster id (Record.cluster_id) → the query's recipient keys filed under it
+    delivered: dict[int, frozenset[int]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing at all was found."""
+        return not self.records
+
+
+def could_match(found: Found, query: Query) -> bool:
+    """Whether what was found could make a verdict other than "unique": a record under an
+    exact key, a chunk or the histogram window, or under ``query.add_unless_shared`` of the
+    shingles (the condition of ``lookup_or_add``, the same in every backend)."""
+    if found.by_message_id or found.by_digest or found.by_histogram or found.by_chunk:
+        return True
+    hits: dict[int, int] = {}
+    for ids in found.by_shingle.values():
+        for doc_id in ids:
+            hits[doc_id] = hits.get(doc_id, 0) + 1
+    return any(count >= query.add_unless_shared for count in hits.values())
 
 
 # What `count_decision` counts: a daemon's action on a message, "skipped" (an allow rule
@@ -354,14 +414,16 @@ class Store(Protocol):
 
     location: str
 
-    def lookup(self, probe: Probe) -> Candidates:
-        """Every index for ``probe``: one read transaction (LMDB) or one round trip."""
+    def lookup(self, query: Query) -> Found:
+        """Read every posting ``query`` names and the records they list: one read
+        transaction (LMDB) or one round trip (Redis)."""
         ...
 
-    def lookup_or_add(self, probe: Probe, record: Record) -> Candidates:
-        """:meth:`lookup`; when it finds no record at all (the verdict can only be
-        "unique"), also add ``record`` and count a "unique" verdict on the day of
-        ``record.first_seen``, in the same transaction or script.
+    def lookup_or_add(self, query: Query, record: Record) -> Found:
+        """:meth:`lookup`; unless a record is under one of the query's exact keys, chunks or
+        histogram window, or under ``query.add_unless_shared`` of its shingles (so that the
+        verdict can only be "unique"), also add ``record`` and count a "unique" verdict on
+        the day of ``record.first_seen``, in the same transaction or script.
 
         ``record.doc_id`` is set when the record was added, else left 0 (the caller then
         records as usual: :meth:`count_verdict`, then :meth:`touch` or :meth:`add`).  A
@@ -370,13 +432,15 @@ class Store(Protocol):
         ...
 
     def add(self, record: Record) -> int:
-        """Store ``record`` with its index entries; returns (and sets) its id."""
+        """Store ``record`` with its index entries (in the text index only its
+        ``novel`` hashes; its recipients under its cluster); returns (and sets) its id."""
         ...
 
     def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None:
         """One more sighting of a record: ``seen`` + 1, last seen ``when`` (never moved
-        back), ``recipients`` merged in (the newest ``RECIPIENTS_MAX`` kept); everything
-        else, ``features`` included, unchanged.  An id that is gone is ignored."""
+        back), ``recipients`` merged in (the newest ``RECIPIENTS_MAX`` kept, every one filed
+        under the record's cluster); everything else, ``features`` included, unchanged.  An
+        id that is gone is ignored."""
         ...
 
     def count_verdict(self, verdict: str, when: int) -> None:

@@ -9,9 +9,11 @@ sub-database   key                                         value
 ``docs``       id (u64)                                    encoded :class:`Record`
 ``by_hist``    histogram group key (15), dupsort+dupfixed   the other 24 bins + id (u64)
 ``by_shingle`` sketch hash (u32), dupsort+dupfixed         id (u64)
+``by_text``    sketch hash (u32), dupsort+dupfixed         id (u64) of records it is new to
 ``by_digest``  exact digest (16), dupsort+dupfixed         id (u64)
 ``by_msgid``   Message-ID key (16), dupsort+dupfixed       id (u64)
 ``by_chunk``   attachment chunk digest (u64), dupsort      id (u64)
+``by_rcpt``    recipient key (u64) + cluster id (u64)      id (u64), dupsort+dupfixed
 ``by_time``    last seen (u32) + id (u64)                  empty
 ``counts``     day (u32, days since epoch) + verdict       u64 count
 =============  ==========================================  ============================
@@ -23,7 +25,12 @@ record the rule can match (at most two differing bins leave one group equal) and
 others, however many records have a sum in the window.  Entries carry the whole histogram
 (the key's bins and the value's), so they are compared without reading records, by XOR of
 integers or, for many, in numpy.  A rule allowing more differing bins reads the group-0 keys
-of the whole sum window, a range.  Schema 1 stores (a ``by_sum`` index: sum → histogram +
+of the whole sum window, a range.  ``by_text`` holds each record's index hashes that were
+new to its text cluster (``Record.novel``): how many entries a hash has there is how many
+*different* texts hold it, whatever number of copies of each; ``by_rcpt`` every recipient
+of a record under the record's cluster, so that "did this recipient have this text?" is one
+look-up however many copies the cluster has (stores made before it have none: records'
+own recipient lists answer for them).  Schema 1 stores (a ``by_sum`` index: sum → histogram +
 id) are upgraded by the first process that opens them for writing.  Many processes may share
 the store; the map grows when it is full.
 """
@@ -37,8 +44,7 @@ import struct
 import sys
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -49,15 +55,15 @@ from mailfilter.names import Kind
 from mailfilter.store import (
     DECISIONS,
     HISTOGRAM_GROUPS,
-    NEWEST_EXACT,
-    NEWEST_PART,
     READABLE_VERSIONS,
+    RECIPIENTS_MAX,
     SCHEMA_VERSION,
-    Candidates,
-    Probe,
+    Found,
+    Query,
     Record,
     StoreError,
     StoreMismatch,
+    could_match,
     histogram_keys,
     histogram_probe_keys,
     histogram_probe_sums,
@@ -79,7 +85,10 @@ _VERDICT_CODES = {Kind.UNIQUE: 0, Kind.DUPLICATE: 1, Kind.NEAR_DUPLICATE: 2}
 _DECISION_BASE = 16
 _DECISION_CODES = {name: _DECISION_BASE + number for number, name in enumerate(DECISIONS)}
 _MAX_MAP = 1 << 40
-_INDEXES = ("by_hist", "by_shingle", "by_digest", "by_msgid", "by_chunk")
+_INDEXES = ("by_hist", "by_shingle", "by_digest", "by_msgid", "by_chunk", "by_text", "by_rcpt")
+# Indexes a later version added: a store opened read-only may lack them (they are empty).
+_ADDED = ("by_text", "by_rcpt")
+_RCPT = struct.Struct(">QQ")
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,7 @@ def _u64(value: int) -> bytes:
     return _U64.pack(value)
 
 
-def _close_histograms(packed: bytes, layout: _Entries, probe: Probe
+def _close_histograms(packed: bytes, layout: _Entries, probe: Query
                       ) -> tuple[list[tuple[int, int]], int]:
     """(differing positions, doc id) of the entries within the limit, closest first, then
     oldest; and how many records the entries hold (a record can be under two groups' keys).
@@ -146,7 +155,7 @@ def _close_histograms(packed: bytes, layout: _Entries, probe: Probe
     return close[:probe.histogram_limit], len(seen)
 
 
-def _close_histograms_numpy(packed: memoryview, layout: _Entries, probe: Probe
+def _close_histograms_numpy(packed: memoryview, layout: _Entries, probe: Query
                             ) -> tuple[list[tuple[int, int]], int]:
     """The same for many entries (a sum window of a million records holds thousands):
     compared, selected and ordered in a few numpy operations, no Python loop per entry.
@@ -283,7 +292,9 @@ class LmdbStore:
                 try:
                     self.index[name] = sub(name, dupsort=True, dupfixed=True)
                 except lmdb.NotFoundError:
-                    if name != "by_hist" or not self.readonly:
+                    # Read-only, a store may lack an index a later version added: a schema 1
+                    # store's by_hist (read by_sum instead), or by_rcpt (no entries yet).
+                    if (name != "by_hist" and name not in _ADDED) or not self.readonly:
                         raise
             # A schema 1 store that cannot be upgraded (read-only to this user) is read as
             # it is: its histogram index is by_sum.
@@ -325,32 +336,38 @@ class LmdbStore:
             self._upgrade()
 
     def _upgrade(self) -> None:
-        """Bring a schema 1 store to this schema (once, by the first writer, in one
-        transaction): the histogram index by_sum is replaced by by_hist, built from the
-        records.  Records stay as they are (read as they are, written as schema 2 when
-        touched)."""
-        def upgrade(txn: lmdb.Transaction) -> None:
+        """Bring an older store to this schema (once, by the first writer, in one
+        transaction), from the records: schema 1's histogram index by_sum is replaced by
+        by_hist; up to schema 2, every record heads its own text cluster, so its index
+        hashes go into by_text and its recipients into by_rcpt.  Records stay as they are
+        (read as they are, rewritten in the current format when touched)."""
+        def upgrade(txn: lmdb.Transaction) -> int:
             schema = txn.get(b"schema", db=self.meta)
             if schema is None or int(schema) >= SCHEMA_VERSION:
-                return   # another process did it meanwhile
-            by_hist = self.index["by_hist"]
+                return SCHEMA_VERSION   # another process did it meanwhile
+            schema = int(schema)
+            wanted = ({"by_hist"} if schema < 2 else set()) | {"by_text", "by_rcpt"}
             for key, value in txn.cursor(db=self.docs):
                 record = Record.decode(_U64.unpack(key)[0], value)
                 for name, index_key, entry in self._index_entries(record, shingles=False):
-                    if name == "by_hist":
-                        txn.put(index_key, entry, db=by_hist, dupdata=True)
-            try:
-                by_sum = self.env.open_db(b"by_sum", txn=txn, create=False, dupsort=True,
-                                          dupfixed=True)
-            except lmdb.NotFoundError:
-                pass
-            else:
-                txn.drop(by_sum, delete=True)
+                    if name in wanted:
+                        txn.put(index_key, entry, db=self.index[name], dupdata=True)
+            if schema < 2:
+                try:
+                    by_sum = self.env.open_db(b"by_sum", txn=txn, create=False,
+                                              dupsort=True, dupfixed=True)
+                except lmdb.NotFoundError:
+                    pass
+                else:
+                    txn.drop(by_sum, delete=True)
             txn.put(b"schema", str(SCHEMA_VERSION).encode(), db=self.meta)
+            return schema
         import logging  # once, for an upgrade: not in every pipe filter's start
-        logging.getLogger(__name__).warning(
-            "%s: upgrading the store from schema 1 to %s", self.location, SCHEMA_VERSION)
-        self.atomically(lambda: upgrade(self._local.txn))
+        old = self.atomically(lambda: upgrade(self._local.txn))
+        if old < SCHEMA_VERSION:
+            logging.getLogger(__name__).warning(
+                "%s: upgraded the store from schema %s to %s", self.location, old,
+                SCHEMA_VERSION)
 
     def _grow(self) -> None:
         with self._grow_lock:
@@ -426,20 +443,21 @@ class LmdbStore:
 
     # -- lookup ------------------------------------------------------------------------
 
-    def lookup(self, probe: Probe) -> Candidates:
-        """Every index for ``probe`` in one read transaction."""
-        return self._read(lambda txn: self._lookup(txn, probe))
+    def lookup(self, query: Query) -> Found:
+        """Every posting of ``query`` and the records they list, in one read transaction."""
+        return self._read(lambda txn: self._lookup(txn, query))
 
-    def lookup_or_add(self, probe: Probe, record: Record) -> Candidates:
-        """:meth:`lookup`, and when it finds no record at all, add ``record`` and count a
-        "unique" verdict in the same write transaction (``record.doc_id`` is set; it stays
-        0 when something was found).  Read-only: a plain lookup."""
+    def lookup_or_add(self, query: Query, record: Record) -> Found:
+        """:meth:`lookup`, and unless something could make the verdict other than unique
+        (see :meth:`Store.lookup_or_add`), add ``record`` and count a "unique" verdict in the
+        same write transaction (``record.doc_id`` is set; it stays 0 otherwise).
+        Read-only: a plain lookup."""
         if self.readonly:
-            return self.lookup(probe)
+            return self.lookup(query)
 
-        def run(txn: lmdb.Transaction) -> Candidates:
-            found = self._lookup(txn, probe)
-            if not found.records:
+        def run(txn: lmdb.Transaction) -> Found:
+            found = self._lookup(txn, query)
+            if not could_match(found, query):
                 self._count(txn, "unique", record.first_seen)
                 self._add(txn, record)
             return found
@@ -455,103 +473,99 @@ class LmdbStore:
             found.append(_U64.unpack(cursor.value())[0])
         return found
 
-    def _counts(self, cursor: lmdb.Cursor, keys: list[bytes]) -> list[int]:
-        """Postings under each of ``keys`` (0 when absent): one B-tree descent per key."""
-        return [cursor.count() if cursor.set_key(key) else 0 for key in keys]
-
-    def _posting_ids(self, cursor: lmdb.Cursor, counted: Iterable[tuple[bytes, int]],
-                     cap: int) -> list[int]:
-        """The newest ``cap`` ids under each key of ``counted`` (same-length keys, each
-        with its count of postings), all together.
-
-        Short lists (nearly all of them) are read in one ``getmulti`` call; a list longer
-        than ``cap`` (a common shingle) is read from its end, so it never costs more than
-        ``cap`` entries.
-        """
+    def _newest(self, cursor: lmdb.Cursor, keys: Sequence[bytes], counts: Sequence[int],
+                cap: int) -> dict[bytes, list[int]]:
+        """The newest ``cap`` ids under each of ``keys`` (same-length keys, each with its
+        count of postings), newest first.  Short lists (nearly all) are read in one
+        ``getmulti`` call; a longer one from its end, so it never costs more than ``cap``."""
+        found: dict[bytes, list[int]] = {}
         short = []
-        found: list[int] = []
-        for key, count in counted:
+        for key, count in zip(keys, counts, strict=True):
             if count > cap:
-                found += self._postings(cursor, key, cap)
+                found[key] = self._postings(cursor, key, cap)
             elif count:
                 short.append(key)
         if short:
             packed = cursor.getmulti(short, dupdata=True, dupfixed_bytes=8, keyfixed=True)
-            entry = struct.Struct(f">{len(short[0])}xQ")   # key, then the id
-            found += [id_ for (id_,) in entry.iter_unpack(packed)]
+            width = len(short[0])
+            entry = struct.Struct(f">{width}sQ")   # key, then the id
+            for key, doc_id in entry.iter_unpack(packed):
+                found.setdefault(bytes(key), []).append(doc_id)
+            for key in short:
+                found[key].reverse()            # oldest first in the index
         return found
 
-    def _lookup(self, txn: lmdb.Transaction, probe: Probe) -> Candidates:
-        result = Candidates()
+    def _counts(self, cursor: lmdb.Cursor, keys: list[bytes]) -> list[int]:
+        """Postings under each of ``keys`` (0 when absent): one B-tree descent per key."""
+        return [cursor.count() if cursor.set_key(key) else 0 for key in keys]
+
+    def _lookup(self, txn: lmdb.Transaction, query: Query) -> Found:
+        found = Found()
         cursor = txn.cursor(db=self.index["by_msgid"])
-        if probe.message_id_key:
-            result.by_message_id = self._postings(cursor, probe.message_id_key, NEWEST_EXACT)
+        if query.message_id_key:
+            found.by_message_id = self._postings(cursor, query.message_id_key,
+                                                 query.exact_limit)
         cursor = txn.cursor(db=self.index["by_digest"])
-        result.by_digest = self._postings(cursor, probe.digest, NEWEST_EXACT)
-        for digest in probe.part_digests:
-            result.by_digest += [i for i in self._postings(cursor, digest, NEWEST_PART)
-                                 if i not in result.by_digest]
-        if probe.histogram_window > 0:
-            self._histogram_window(txn, probe, result)
+        for number, digest in enumerate(query.digests):
+            ids = self._postings(cursor, digest, query.exact_limit if number == 0
+                                 else query.part_limit)
+            found.by_digest += [i for i in ids if i not in found.by_digest]
+        if query.histogram_window > 0:
+            self._histogram_window(txn, query, found)
         shingles = txn.cursor(db=self.index["by_shingle"])
+        texts = txn.cursor(db=self.index["by_text"]) if "by_text" in self.index else None
         pack = _U32.pack
-        index = probe.sketch_index
-        counts: list[int] = []
-        if index:
-            keys = [pack(value) for value in index]
-            counts = self._counts(shingles, keys)
-            # Boilerplate (a tail hash in many messages) finds every message of a list:
-            # skip it, unless it is all there is.
-            common: set[int] = set()
-            if probe.tail_hashes and max(counts) >= probe.common_postings:
-                tail = frozenset(probe.tail_hashes)
-                common = {value for value, count in zip(index, counts, strict=True)
-                          if count >= probe.common_postings and value in tail}
-            counted = zip(keys, counts, strict=True)
-            if 0 < len(common) < len(index):
-                counted = ((key, count) for value, key, count
-                           in zip(index, keys, counts, strict=True) if value not in common)
-            found = self._posting_ids(shingles, counted, probe.posting_cap)
-            result.by_shingle = {doc_id: count for doc_id, count in
-                                 Counter(found).most_common(probe.max_candidates)
-                                 if count >= probe.min_shared}
-        if probe.chunk_index:
+        if query.shingles:
+            keys = [pack(value) for value in query.shingles]
+            newest = self._newest(shingles, keys, self._counts(shingles, keys),
+                                  query.shingle_limit)
+            found.by_shingle = {value: newest[key] for value, key in
+                                zip(query.shingles, keys, strict=True) if key in newest}
+            if texts is not None and query.count_limit:
+                found.counts = {value: count for value, count in zip(
+                    query.shingles, self._counts(texts, keys), strict=True) if count}
+        if query.chunks:
             cursor = txn.cursor(db=self.index["by_chunk"])
-            keys = [_u64(value) for value in probe.chunk_index]
-            found = self._posting_ids(cursor, zip(keys, self._counts(cursor, keys),
-                                                  strict=True), probe.posting_cap)
-            result.by_chunk = dict(Counter(found).most_common(probe.max_candidates))
-        wanted = sorted(set(result.by_message_id).union(
-            result.by_digest, result.by_histogram, result.by_shingle, result.by_chunk))
+            keys = [_u64(value) for value in query.chunks]
+            newest = self._newest(cursor, keys, self._counts(cursor, keys),
+                                  query.shingle_limit)
+            found.by_chunk = {value: newest[key] for value, key in
+                              zip(query.chunks, keys, strict=True) if key in newest}
+        wanted = sorted(set(found.by_message_id).union(
+            found.by_digest, found.by_histogram, *found.by_shingle.values(),
+            *found.by_chunk.values()))
         if not wanted:
-            return result
+            return found
         decode = Record.decode
         if len(wanted) <= 4:
             for doc_id in wanted:
                 data = txn.get(_u64(doc_id), db=self.docs)
                 if data is not None:
-                    result.records[doc_id] = decode(doc_id, data)
+                    found.records[doc_id] = decode(doc_id, data)
         else:   # in id order, one C call: neighbouring records share B-tree pages
             for key, data in txn.cursor(db=self.docs).getmulti([_u64(i) for i in wanted]):
                 doc_id = _U64.unpack(key)[0]
-                result.records[doc_id] = decode(doc_id, data)
-        if probe.sketch:
-            sketch = frozenset(probe.sketch)
-            result.sharing = frozenset(doc_id for doc_id, record in result.records.items()
-                                       if not sketch.isdisjoint(record.sketch))
-        if probe.tail_hashes and (result.sharing is None or result.sharing):
-            # Which tail hashes are boilerplate matters only when sketches that share a hash
-            # are compared (the records of a large histogram window mostly share none), so
-            # the tail hashes not in the index (a B-tree descent each) are counted only now.
-            known = dict(zip(index, counts, strict=True))
-            rest = [value for value in probe.tail_hashes if value not in known]
-            known.update(zip(rest, self._counts(shingles, [pack(v) for v in rest]),
-                             strict=True))
-            result.common = frozenset(value for value in probe.tail_hashes
-                                      if known[value] >= probe.common_postings)
-        return result
+                found.records[doc_id] = decode(doc_id, data)
+        # Counts of the further hashes matter only when there are records to compare.
+        rest = [value for value in dict.fromkeys(query.counted) if value not in found.counts]
+        if rest and found.records and texts is not None and query.count_limit:
+            for value, count in zip(rest, self._counts(texts, [pack(v) for v in rest]),
+                                    strict=True):
+                if count:
+                    found.counts[value] = count
+        if query.count_limit:
+            found.counts = {value: min(count, query.count_limit)
+                            for value, count in found.counts.items()}
+        if query.recipients and "by_rcpt" in self.index:
+            cursor = txn.cursor(db=self.index["by_rcpt"])
+            for cluster in {record.cluster_id for record in found.records.values()}:
+                had = frozenset(r for r in query.recipients
+                                if cursor.set_key(_RCPT.pack(r, cluster)))
+                if had:
+                    found.delivered[cluster] = had
+        return found
 
-    def _histogram_window(self, txn: lmdb.Transaction, probe: Probe, result: Candidates) -> None:
+    def _histogram_window(self, txn: lmdb.Transaction, probe: Query, result: Found) -> None:
         """The histogram rule's candidates: the records under the probe's group keys (every
         sum of the window), or, for a rule allowing more differing bins than the groups can
         promise (or a schema 1 store read as it is), every record of the sum window."""
@@ -577,7 +591,7 @@ class LmdbStore:
         result.histogram_window_size = count
         result.by_histogram = {doc_id: positions for positions, doc_id in close}
 
-    def _group_range(self, txn: lmdb.Transaction, probe: Probe) -> bytes:
+    def _group_range(self, txn: lmdb.Transaction, probe: Query) -> bytes:
         """Every group-0 entry of the sum window: each record once, keys in one range."""
         sums = histogram_probe_sums(probe.histogram_sum, probe.histogram_window)
         start = b"\x00" + _U16.pack(sums.start)
@@ -591,7 +605,7 @@ class LmdbStore:
                 found.append(bytes(key) + bytes(value))
         return b"".join(found)
 
-    def _by_sum_window(self, txn: lmdb.Transaction, probe: Probe) -> bytes:
+    def _by_sum_window(self, txn: lmdb.Transaction, probe: Query) -> bytes:
         sums = histogram_probe_sums(probe.histogram_sum, probe.histogram_window)
         cursor = txn.cursor(db=self._by_sum)
         return cursor.getmulti([_U16.pack(s) for s in sums], dupdata=True,
@@ -640,6 +654,13 @@ class LmdbStore:
                 yield "by_shingle", _U32.pack(value), key
         for digest, _length in record.chunks:
             yield "by_chunk", _u64(digest), key
+        if "by_text" in self.index:
+            for value in record.novel_hashes(self.index_size):
+                yield "by_text", _U32.pack(value), key
+        if "by_rcpt" in self.index:
+            cluster = record.cluster_id
+            for recipient in dict.fromkeys(record.recipients):
+                yield "by_rcpt", _RCPT.pack(recipient, cluster), key
 
     def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None:
         """Count one more sighting of a record, move it to ``when``, add recipients."""
@@ -655,8 +676,16 @@ class LmdbStore:
         txn.delete(_TIME_ID.pack(record.last_seen, doc_id), db=self.by_time)
         record.seen += 1
         record.last_seen = max(record.last_seen, when)
-        new = [r for r in recipients if r not in record.recipients]
-        record.recipients = (record.recipients + tuple(new))[-64:]
+        new = tuple(dict.fromkeys(r for r in recipients if r not in record.recipients))
+        kept = (record.recipients + new)[-RECIPIENTS_MAX:]
+        by_rcpt = self.index.get("by_rcpt")
+        if by_rcpt is not None:
+            cluster = record.cluster_id
+            for gone in record.recipients[:len(record.recipients) + len(new) - len(kept)]:
+                txn.delete(_RCPT.pack(gone, cluster), key, db=by_rcpt)
+            for recipient in new:
+                txn.put(_RCPT.pack(recipient, cluster), key, db=by_rcpt, dupdata=True)
+        record.recipients = kept
         txn.put(key, record.encode(), db=self.docs)
         txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
 

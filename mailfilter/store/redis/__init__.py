@@ -84,8 +84,8 @@ from mailfilter.store import (
     NEWEST_PART,
     READABLE_VERSIONS,
     SCHEMA_VERSION,
-    Candidates,
-    Probe,
+    Found,
+    Query,
     Record,
     StoreError,
     StoreMismatch,
@@ -136,9 +136,12 @@ class _Kind:
 
 
 # s: sketch hash, g: body digest, m: Message-ID key, k: attachment chunk digest, h: a
-# histogram group's number (see mailfilter.store.histogram_group_number), H: histogram sum.
+# histogram group's number (see mailfilter.store.histogram_group_number), H: histogram sum,
+# n: a sketch hash new to the record's text cluster (the text index: how many different
+# texts hold a hash), r: a recipient key then the record's cluster id (8 bytes each).
 KINDS = {"s": _Kind(LAYOUT.sketch_width, 0), "g": _Kind(16, 5), "m": _Kind(16, 5),
-         "k": _Kind(LAYOUT.chunk_digest_width, 5), "h": _Kind(4, 3), "H": _Kind(2, 5)}
+         "k": _Kind(LAYOUT.chunk_digest_width, 5), "h": _Kind(4, 3), "H": _Kind(2, 5),
+         "n": _Kind(LAYOUT.sketch_width, 0), "r": _Kind(16, 3)}
 _SLOTS = 16384
 _BATCH = 500
 _MISMATCH = "DUPFILTER-MISMATCH"
@@ -164,6 +167,7 @@ def lua_constants() -> str:
     values.update(W_SKETCH=LAYOUT.sketch_width, W_CHUNK=LAYOUT.chunk_width,
                   W_CHUNK_DIGEST=LAYOUT.chunk_digest_width, W_RECIPIENT=LAYOUT.recipient_width,
                   RECIPIENTS_MAX=LAYOUT.recipients_max, KEEP_POSTINGS=KEEP_POSTINGS,
+                  ALL_NOVEL=LAYOUT.all_novel,
                   NEWEST_EXACT=NEWEST_EXACT, NEWEST_PART=NEWEST_PART,
                   SEGMENT_RECORDS_MIN=SEGMENT_RECORDS_MIN, ENTRIES_PER_FIELD=ENTRIES_PER_FIELD,
                   SEGMENT_BITS_MIN=SEGMENT_BITS_MIN, SEGMENT_BITS_MAX=SEGMENT_BITS_MAX,
@@ -257,64 +261,60 @@ def _masks(bits: int) -> dict[str, int]:
     return {kind: _mask(kind, bits) for kind in KINDS}
 
 
-def _probe_groups(probe: Probe) -> bytes:
-    """The numbers of the probe's histogram group keys; b"" (read the whole sum window)
+def _query_groups(query: Query) -> bytes:
+    """The numbers of the query's histogram group keys; b"" (read the whole sum window)
     when the rule allows more differing positions than the groups can promise."""
-    if probe.histogram_window <= 0 or probe.histogram_max_positions >= HISTOGRAM_GROUPS:
+    if query.histogram_window <= 0 or query.histogram_max_positions >= HISTOGRAM_GROUPS:
         return b""
-    return struct.pack(f">{HISTOGRAM_GROUPS}I", *_group_numbers(probe.histogram))
+    return struct.pack(f">{HISTOGRAM_GROUPS}I", *_group_numbers(query.histogram))
 
 
-def _probe_fields(probe: Probe, groups: bytes, bits: int) -> bytes:
-    """The fields of the probe's keys in a segment of ``bits``, in the order find.lua makes
-    its wants: Message-ID, digest, sketch index, chunks, histogram (group keys or sums),
-    part digests, then the last-line hashes outside the index.  (Each is the kind's letter,
-    then the key number's low bits as 3 bytes: one 32-bit number.)"""
+def _query_fields(query: Query, groups: bytes, bits: int) -> bytes:
+    """The fields of the query's first keys in a segment of ``bits``, in the order find.lua
+    makes its wants: Message-ID, digest, sketch hashes, chunks, histogram (group keys or
+    sums), part digests.  (Each is the kind's letter, then the key number's low bits as 3
+    bytes: one 32-bit number.)"""
     masks, tag = _masks(bits), _KIND_TAG
     numbers: list[int] = []
-    if probe.message_id_key:
-        numbers.append(tag["m"] | (_U32.unpack_from(probe.message_id_key)[0] & masks["m"]))
-    numbers.append(tag["g"] | (_U32.unpack_from(probe.digest)[0] & masks["g"]))
+    if query.message_id_key:
+        numbers.append(tag["m"] | (_U32.unpack_from(query.message_id_key)[0] & masks["m"]))
+    digest, *parts = query.digests
+    numbers.append(tag["g"] | (_U32.unpack_from(digest)[0] & masks["g"]))
     mask, kind = masks["s"], tag["s"]
-    numbers += [kind | (h & mask) for h in probe.sketch_index]
-    if probe.chunk_index:
-        numbers += [tag["k"] | ((digest >> 32) & masks["k"]) for digest in probe.chunk_index]
-    if probe.histogram_window > 0:
+    numbers += [kind | (h & mask) for h in query.shingles]
+    if query.chunks:
+        numbers += [tag["k"] | ((digest >> 32) & masks["k"]) for digest in query.chunks]
+    if query.histogram_window > 0:
         if groups:
             numbers += [tag["h"] | (number & masks["h"])
                         for (number,) in _U32.iter_unpack(groups)]
         else:
             numbers += [tag["H"] | (value & masks["H"]) for value in histogram_probe_sums(
-                probe.histogram_sum, probe.histogram_window)]
-    numbers += [tag["g"] | (_U32.unpack_from(digest)[0] & masks["g"])
-                for digest in probe.part_digests]
-    if probe.tail_hashes:
-        index = set(probe.sketch_index)
-        numbers += [kind | (h & mask) for h in dict.fromkeys(probe.tail_hashes)
-                    if h not in index]
+                query.histogram_sum, query.histogram_window)]
+    numbers += [tag["g"] | (_U32.unpack_from(part)[0] & masks["g"]) for part in parts]
     return struct.pack(f">{len(numbers)}I", *numbers)
 
 
-def _reused(probe: Probe, groups: bytes, record: Record, index_size: int) -> tuple[int, str]:
+def _reused(query: Query, groups: bytes, record: Record, index_size: int) -> tuple[int, str]:
     """How many of the lookup's first keys (find.lua's wants, in the order of
-    ``_probe_fields``) are the record's postings, each once; and the kinds they cover all of
+    ``_query_fields``) are the record's postings, each once; and the kinds they cover all of
     ("m", "g", "s", "k", "h")."""
     count, covered = 0, ""
-    if probe.message_id_key:
-        if probe.message_id_key != record.message_id_key:
+    if query.message_id_key:
+        if query.message_id_key != record.message_id_key:
             return count, covered
         count, covered = count + 1, covered + "m"
-    if probe.digest != record.digest:
+    if query.digests[0] != record.digest:
         return count, covered
     count, covered = count + 1, covered + "g"
-    if tuple(probe.sketch_index) != tuple(record.sketch[:index_size]):
+    if tuple(query.shingles) != tuple(record.sketch[:index_size]):
         return count, covered
-    count, covered = count + len(probe.sketch_index), covered + "s"
+    count, covered = count + len(query.shingles), covered + "s"
     chunks = tuple(digest for digest, _length in record.chunks)
-    if tuple(probe.chunk_index) != chunks or len(set(chunks)) != len(chunks):
+    if tuple(query.chunks) != chunks or len(set(chunks)) != len(chunks):
         return count, covered
     count, covered = count + len(chunks), covered + "k"
-    if groups and probe.histogram == record.histogram \
+    if groups and query.histogram == record.histogram \
             and len(set(_U32.iter_unpack(groups))) == HISTOGRAM_GROUPS:
         count, covered = count + HISTOGRAM_GROUPS, covered + "h"
     return count, covered
@@ -488,12 +488,15 @@ class RedisStore:
         self._meta = stored
 
     def _upgrade(self, meta: dict[str, Any]) -> bytes:
-        """Bring a schema 1 store (a key per record and per posting) to this layout.
+        """Bring an older store to this layout.
 
-        One process does it (a lock key; the others wait for it): every live record is put
-        in a segment under its own id, the old keys are removed, then the meta key says
-        schema 2.  The records keep their bytes (schema 1 records are read as they are) and
-        live one retention period from now.  Readers that open the store meanwhile wait."""
+        One process does it (a lock key; the others wait for it).  From schema 1 (a key per
+        record and per posting) every live record is put in a segment under its own id and
+        the old keys are removed; up to schema 2 every record heads its own text cluster:
+        its index hashes go into the text index and its recipients under its id.  Then the
+        meta key says the current schema.  The records keep their bytes (older records are
+        read as they are); from schema 1 they live one retention period from now.  Readers
+        that open the store meanwhile wait."""
         meta_key, lock = self.prefix + b"meta", self.prefix + b"upgrading"
         token = f"{time.time()}".encode()
         with self._errors("upgrading the store's layout"):
@@ -501,7 +504,9 @@ class RedisStore:
                 log.warning("%s: upgrading the store from schema %s to %s", self.location,
                             meta["schema"], SCHEMA_VERSION)
                 for partition in self.partitions:
-                    self._upgrade_partition(partition)
+                    if int(meta["schema"]) < 2:
+                        self._upgrade_partition(partition)
+                    self._index_texts(partition)
                 meta = dict(meta, schema=SCHEMA_VERSION)
                 self.client.set(meta_key, json.dumps(meta, sort_keys=True))
                 self.client.delete(lock)
@@ -536,6 +541,19 @@ class RedisStore:
         old = list(self._scan(pattern))
         for offset in range(0, len(old), _BATCH):
             self.client.unlink(*old[offset:offset + _BATCH])
+
+    def _index_texts(self, partition: _Partition) -> None:
+        """The text index and the recipients under their clusters, for every record of a
+        partition written before them (newest first, so that each posting list stays in
+        that order)."""
+        for segment in self._live_segments(partition):
+            ids = sorted((doc_id for doc_id, _data in self._segment_records(segment)),
+                         reverse=True)
+            for start in range(0, len(ids), _BATCH):
+                ops: list[Any] = []
+                for doc_id in ids[start:start + _BATCH]:
+                    ops += ["x", doc_id]
+                self._run("write", [(partition, self._write_args(partition.index) + ops)])
 
     def _partition_count(self, wanted: str | None) -> int:
         """``?partitions=N`` of the URL, else one per cluster primary, else one."""
@@ -632,81 +650,68 @@ class RedisStore:
 
     # -- lookup ----------------------------------------------------------------------------
 
-    def _lookup_args(self, probe: Probe) -> list[Any]:
-        """The lookup script's ARGV but for its last two (see _with_fields)."""
-        parts = len(self.partitions)
-        common_postings = probe.common_postings
-        # Hashes travel as one string per list (fewer arguments to pack and to convert).
+    def _lookup_args(self, query: Query) -> list[Any]:
+        """The lookup script's ARGV but for the client's fields (see _with_fields)."""
         width = LAYOUT.sketch_width
+        # On a cluster each partition sees about 1/P of the texts sharing a hash.
+        parts = len(self.partitions)
+        count_limit = max(1, math.ceil(query.count_limit / parts)) if query.count_limit else 0
+        # Lists travel as one string each (fewer arguments to pack and to convert).
         return [
-            self.parameters_id, probe.message_id_key or b"", probe.digest, probe.histogram,
-            probe.histogram_sum, probe.histogram_window, probe.histogram_max_positions,
-            max(1, probe.posting_cap), max(1, probe.max_candidates), probe.min_shared,
-            # On a cluster each partition sees about 1/P of the records sharing a hash.
-            max(1, math.ceil(common_postings / parts)) if common_postings < 1 << 62
-            else common_postings,
-            _pack(probe.sketch_index, width), _pack(probe.tail_hashes, width),
-            _pack(probe.chunk_index, LAYOUT.chunk_digest_width), 1 if parts > 1 else 0,
-            max(1, probe.histogram_limit),
-            # How far to count a last-line hash's postings (0: boilerplate is not looked for).
-            common_postings if common_postings < 1 << 62 else 0,
-            _probe_groups(probe)]
+            self.parameters_id, query.message_id_key or b"", query.digests[0],
+            query.histogram, query.histogram_sum, query.histogram_window,
+            query.histogram_max_positions, max(1, query.shingle_limit),
+            max(1, query.exact_limit), max(1, query.part_limit),
+            max(1, query.histogram_limit), _pack(query.shingles, width),
+            _pack(query.counted, width), _pack(query.chunks, LAYOUT.chunk_digest_width),
+            count_limit, query.add_unless_shared, _query_groups(query)]
 
-    def _with_fields(self, probe: Probe, args: list[Any], partition: int) -> list[Any]:
-        """``args`` and the fields of the probe's keys for the partition's newest segment
+    def _with_fields(self, query: Query, args: list[Any], partition: int) -> list[Any]:
+        """``args`` and the fields of the query's keys for the partition's newest segment
         (as the client last saw it), which spare the script computing them; then the part
-        digests."""
+        digests and the recipient keys."""
         bits = self._bits[partition]
-        return [*args, bits, _probe_fields(probe, args[-1], bits) if bits else b"",
-                b"".join(probe.part_digests)]
+        return [*args, bits, _query_fields(query, args[16], bits) if bits else b"",
+                b"".join(query.digests[1:]),
+                _pack(query.recipients, LAYOUT.recipient_width)]
 
-    def _candidates(self, probe: Probe, replies: list[Any]) -> Candidates:
-        result = Candidates()
-        tail_counts = [0] * len(probe.tail_hashes)
+    def _found(self, query: Query, replies: list[Any]) -> Found:
+        found = Found()
         for index, reply in enumerate(replies):
             self._bits[index] = int(reply[0])
-            self._parse_lookup(reply[1:], result, tail_counts)
+            self._parse_lookup(query, reply[1:], found)
         if len(self.partitions) > 1:
-            self._trim(result, probe.max_candidates, probe.histogram_limit)
-        if not result.records:
-            return result
-        # In id order, as LMDB returns them (the detector's order among equals).
-        if len(result.records) > 1:
-            result.records = dict(sorted(result.records.items()))
-        if probe.sketch:
-            sketch = frozenset(probe.sketch)
-            result.sharing = frozenset(doc_id for doc_id, record in result.records.items()
-                                       if not sketch.isdisjoint(record.sketch))
-        # Boilerplate only matters for records sharing a sketch hash (as LMDB leaves it).
-        if probe.tail_hashes and (result.sharing is None or result.sharing):
-            result.common = frozenset(v for v, n in zip(probe.tail_hashes, tail_counts,
-                                                        strict=True)
-                                      if n >= probe.common_postings)
-        return result
+            self._merge(query, found)
+        # In id order, as LMDB returns them.
+        if len(found.records) > 1:
+            found.records = dict(sorted(found.records.items()))
+        return found
 
-    def lookup(self, probe: Probe) -> Candidates:
-        """Every index for ``probe`` in one round trip (one script per partition)."""
+    def lookup(self, query: Query) -> Found:
+        """Every posting of ``query`` and its records in one round trip (one script per
+        partition)."""
         self._flush()
-        args = self._lookup_args(probe)
+        args = self._lookup_args(query)
         with self._errors("lookup"):
-            replies = self._run("lookup", [(p, self._with_fields(probe, args, p.index))
+            replies = self._run("lookup", [(p, self._with_fields(query, args, p.index))
                                            for p in self.partitions])
-        return self._candidates(probe, replies)
+        return self._found(query, replies)
 
-    def lookup_or_add(self, probe: Probe, record: Record) -> Candidates:
-        """:meth:`lookup`, and when it finds no record at all, add ``record`` and count a
-        "unique" verdict in the same script: one round trip for a new message.
+    def lookup_or_add(self, query: Query, record: Record) -> Found:
+        """:meth:`lookup`, and unless what it finds could make the verdict other than
+        unique (``mailfilter.store.could_match``), add ``record`` and count a "unique"
+        verdict in the same script: one round trip for a new message.
 
         ``record.doc_id`` is set when it was added (else left 0: record as usual).  On a
         store of several partitions this is a plain lookup (a partition cannot know that
         the others found nothing).
         """
         if len(self.partitions) > 1 or self.readonly:
-            return self.lookup(probe)
+            return self.lookup(query)
         self._flush()
         partition = self.partitions[0]
-        args = self._with_fields(probe, self._lookup_args(probe), 0)
-        reuse, covered = _reused(probe, args[17], record, self.index_size) \
+        args = self._with_fields(query, self._lookup_args(query), 0)
+        reuse, covered = _reused(query, args[16], record, self.index_size) \
             if self._bits[0] else (0, "")
         args += [self.retention, self.index_size, 1, 0, self.segment_seconds,
                  f"{int(record.first_seen) // 86400}:unique", record.encode(), reuse,
@@ -718,52 +723,74 @@ class RedisStore:
                 self._restore_meta()
         if added:
             record.doc_id = abs(added)
-        return self._candidates(probe, [reply[:-1]])
+        return self._found(query, [reply[:-1]])
 
     @staticmethod
-    def _parse_lookup(reply: list[Any], result: Candidates, tail_counts: list[int]) -> None:
-        """Add one partition's reply (see find.lua) to ``result``: Message-ID ids, digest
-        ids, window size, histogram (id, positions), tail counts, shingle (id, count),
-        chunk (id, count), then (id, record) pairs; each list after its length."""
-        count = int(reply[0])
-        if count:
-            result.by_message_id.extend(int(v) for v in reply[1:1 + count])
-        at = 1 + count
-        count = int(reply[at])
-        if count:
-            result.by_digest.extend(int(v) for v in reply[at + 1:at + 1 + count])
-        at += 1 + count
-        result.histogram_window_size += int(reply[at])
-        for into in (result.by_histogram, None, result.by_shingle, result.by_chunk):
-            at += 1
+    def _parse_lookup(query: Query, reply: list[Any], found: Found) -> None:
+        """Add one partition's reply (see find.lua) to ``found``: Message-ID ids, digest
+        ids, window size, histogram (id, positions), per sketch hash its ids, per chunk its
+        ids, the text counts, the recipients per cluster, then (id, record) pairs; each
+        list after its length."""
+        at = 0
+
+        def ids() -> list[int]:
+            nonlocal at
             count = int(reply[at])
-            if into is None:    # the tail counts, between the histogram and the shingles
-                for index in range(count):
-                    tail_counts[index] += int(reply[at + 1 + index])
-                at += count
-            elif count:
-                for j in range(at + 1, at + 1 + 2 * count, 2):
-                    into[int(reply[j])] = int(reply[j + 1])
-                at += 2 * count
+            listed = [int(v) for v in reply[at + 1:at + 1 + count]]
+            at += 1 + count
+            return listed
+        found.by_message_id += ids()
+        found.by_digest += [i for i in ids() if i not in found.by_digest]
+        found.histogram_window_size += int(reply[at])
+        count = int(reply[at + 1])
+        for j in range(at + 2, at + 2 + 2 * count, 2):
+            found.by_histogram[int(reply[j])] = int(reply[j + 1])
+        at += 2 + 2 * count
+        for into, keys in ((found.by_shingle, query.shingles), (found.by_chunk, query.chunks)):
+            count = int(reply[at])
+            at += 1
+            for key in keys[:count]:
+                listed = ids()
+                if listed:
+                    into.setdefault(key, []).extend(listed)
+        count = int(reply[at])
+        counted = list(dict.fromkeys((*query.shingles, *query.counted)))
+        for key, value in zip(counted, reply[at + 1:at + 1 + count], strict=False):
+            if int(value):
+                found.counts[key] = found.counts.get(key, 0) + int(value)
+        at += 1 + count
+        count = int(reply[at])
         at += 1
+        for _ in range(count):
+            cluster, many = int(reply[at]), int(reply[at + 1])
+            had = {int.from_bytes(r, "big") for r in reply[at + 2:at + 2 + many]}
+            found.delivered[cluster] = found.delivered.get(cluster, frozenset()) | had
+            at += 2 + many
         count = int(reply[at])
         decode = Record.decode
         for j in range(at + 1, at + 1 + 2 * count, 2):
             doc_id = int(reply[j])
-            result.records[doc_id] = decode(doc_id, reply[j + 1])
+            found.records[doc_id] = decode(doc_id, reply[j + 1])
 
     @staticmethod
-    def _trim(result: Candidates, limit: int, histogram_limit: int) -> None:
-        """Partitions each returned up to ``limit`` candidates per index (``histogram_limit``
-        for the histogram window): keep the best."""
-        result.by_histogram = dict(sorted(result.by_histogram.items(),
-                                          key=lambda item: (item[1], item[0]))[:histogram_limit])
-        result.by_shingle = dict(sorted(result.by_shingle.items(),
-                                        key=lambda item: -item[1])[:limit])
-        result.by_chunk = dict(sorted(result.by_chunk.items(), key=lambda item: -item[1])[:limit])
-        wanted = (set(result.by_message_id) | set(result.by_digest) | set(result.by_histogram)
-                  | set(result.by_shingle) | set(result.by_chunk))
-        result.records = {k: v for k, v in result.records.items() if k in wanted}
+    def _merge(query: Query, found: Found) -> None:
+        """Partitions each answered for their records: keep the newest ids per key, the
+        closest histogram matches, and counts no higher than asked."""
+        for into, limit in ((found.by_shingle, query.shingle_limit),
+                            (found.by_chunk, query.shingle_limit)):
+            for key, listed in into.items():
+                into[key] = sorted(listed, reverse=True)[:limit]
+        found.by_message_id = sorted(found.by_message_id, reverse=True)[:query.exact_limit]
+        found.by_histogram = dict(sorted(found.by_histogram.items(),
+                                         key=lambda item: (item[1], item[0])
+                                         )[:query.histogram_limit])
+        if query.count_limit:
+            found.counts = {key: min(value, query.count_limit)
+                            for key, value in found.counts.items()}
+        wanted = set(found.by_message_id).union(
+            found.by_digest, found.by_histogram, *found.by_shingle.values(),
+            *found.by_chunk.values())
+        found.records = {k: v for k, v in found.records.items() if k in wanted}
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -839,8 +866,13 @@ class RedisStore:
             self._local.pending = None
 
     def add(self, record: Record) -> int:
-        """Store ``record`` (or touch the record with its digest); returns the id."""
-        index = self._partition_of_digest(record.digest)
+        """Store ``record`` (or touch the record with its digest); returns the id.
+
+        A record goes to the partition of its body digest, so that exact repeats meet in
+        one script; a copy in a text cluster to its cluster's partition, so that every
+        recipient of a cluster is filed where the cluster's first record is."""
+        index = self._partition_of_id(record.cluster) if record.cluster \
+            else self._partition_of_digest(record.digest)
         ops = self._pending() or []
         mine = [op for op in ops if op.partition in (None, index)]
         others = [op for op in ops if op.partition not in (None, index)]
@@ -1082,6 +1114,11 @@ class RedisStore:
                   for digest, _length in record.chunks]
         found.append(("H", min(record.histogram_sum, 0xFFFF).to_bytes(2, "big")))
         found += [("h", number.to_bytes(4, "big")) for number in _group_numbers(record.histogram)]
+        found += [("n", value.to_bytes(LAYOUT.sketch_width, "big"))
+                  for value in record.novel_hashes(self.index_size)]
+        cluster = record.cluster_id.to_bytes(8, "big")
+        found += [("r", recipient.to_bytes(8, "big") + cluster)
+                  for recipient in record.recipients]
         return list(dict.fromkeys(found))
 
     def _postings_blob(self, record: Record, bits: int, covered: str = "") -> bytes:
@@ -1115,6 +1152,13 @@ class RedisStore:
             mask, kind = masks["h"], tag["h"]
             for number in dict.fromkeys(_group_numbers(record.histogram)):
                 parts.append(_U32.pack(kind | (number & mask)) + _U32.pack(number))
+        mask, kind = masks["n"], tag["n"]
+        novel = tuple(dict.fromkeys(record.novel_hashes(self.index_size)))
+        if novel:
+            parts.append(struct.pack(f">{2 * len(novel)}I", *[
+                value for h in novel for value in (kind | (h & mask), h)]))
+        # (The recipients under the cluster ("r") the script files itself: a record heading
+        # its cluster has no id yet.)
         return b"".join(parts)
 
     def close(self) -> None:

@@ -31,6 +31,7 @@ local function u40(s, o)
   local a, b, c, d, e = byte(s, o + 1, o + 5)
   return (((a * 256 + b) * 256 + c) * 256 + d) * 256 + e
 end
+local function u64(s, o) return u32(s, o) * 4294967296 + u32(s, o + 4) end
 local function p16(v) return char(floor(v / 256) % 256, v % 256) end
 local function p32(v)
   return char(floor(v / 16777216) % 256, floor(v / 65536) % 256, floor(v / 256) % 256, v % 256)
@@ -97,4 +98,22 @@ local function group_number(g, hist)
   local h = g % HISTOGRAM_PRIME
   for j = g + 1, 36, HISTOGRAM_GROUPS do h = (h * 256 + byte(hist, j)) % HISTOGRAM_PRIME end
   return h
+end
+
+-- Where a record's version 3 tail (cluster, novel hashes) starts; nil for older records.
+local function tail_of(data)
+  if byte(data, 1) < 3 then return nil end
+  local off = HEADER + u16(data, O_N_SKETCH) * W_SKETCH + u16(data, O_N_CHUNKS) * W_CHUNK
+              + u16(data, O_N_RECIPIENTS) * W_RECIPIENT + u16(data, O_N_MESSAGE_ID)
+  return off + 2 + u16(data, off)
+end
+
+-- The id of a record's text cluster as 8 bytes (its own id when it heads one).
+local function cluster_of(data, id)
+  local off = tail_of(data)
+  if off then
+    local cluster = sub(data, off + 1, off + 8)
+    if cluster ~= '\0\0\0\0\0\0\0\0' then return cluster end
+  end
+  return '\0\0\0' .. id
 end

@@ -14,7 +14,7 @@ local reuse, record_postings = tonumber(ARGV[at + 7]), ARGV[at + 8]
 params = ARGV[1]
 
 local added = 0
-if #order == 0 then
+if not could_match then
   local opened = open_state()
   if opened.err then return opened end
   redis.call('HINCRBY', base .. 'c', counter_field, 1)

@@ -55,8 +55,21 @@ end
 
 local function has_content(data) return u32(data, O_WORD_COUNT) > 0 or u16(data, O_N_CHUNKS) > 0 end
 
--- (kind, key) of every posting of a record, each once (as RedisStore._postings).
-local function postings(data)
+-- The keys of a record's recipients under its cluster ('r' postings): each recipient key,
+-- then the cluster's id as 8 bytes.
+local function recipient_keys(data, id)
+  local cluster = cluster_of(data, id)
+  local roff = HEADER + u16(data, O_N_SKETCH) * W_SKETCH + u16(data, O_N_CHUNKS) * W_CHUNK
+  local keys, seen = {}, {}
+  for j = 0, u16(data, O_N_RECIPIENTS) - 1 do
+    local key = sub(data, roff + j * W_RECIPIENT + 1, roff + (j + 1) * W_RECIPIENT) .. cluster
+    if not seen[key] then seen[key] = true; keys[#keys + 1] = key end
+  end
+  return keys
+end
+
+-- (kind, key) of every posting of record ``id``, each once (as RedisStore._postings).
+local function postings(data, id)
   local list, seen = {}, {}
   local function add(kind, key)
     local name = kind .. key
@@ -77,6 +90,20 @@ local function postings(data)
   add('H', sum)
   local hist = sub(data, O_HISTOGRAM + 1, O_HISTOGRAM + 36)
   for g = 0, HISTOGRAM_GROUPS - 1 do add('h', p32(group_number(g, hist))) end
+  -- The text index: the hashes new to the record's cluster (all index hashes for a record
+  -- that heads one, and for records before version 3).
+  local tail = tail_of(data)
+  local nn = tail and u16(data, tail + 8) or ALL_NOVEL
+  if nn == ALL_NOVEL then
+    for j = 0, math.min(ns, index_size) - 1 do
+      add('n', sub(data, HEADER + j * W_SKETCH + 1, HEADER + (j + 1) * W_SKETCH))
+    end
+  else
+    for j = 0, nn - 1 do
+      add('n', sub(data, tail + 10 + j * W_SKETCH + 1, tail + 10 + (j + 1) * W_SKETCH))
+    end
+  end
+  for _, key in ipairs(recipient_keys(data, id)) do add('r', key) end
   return list
 end
 
@@ -108,8 +135,8 @@ local function put(seg, id, data, sent, sent_bits, reuse)
       names[j] = same and wfield[j] or field(wkind[j], wkey[j], seg.bits)
     end
   end
-  if sent and sent ~= '' then
-    local off, n = 1, #sent
+  if (sent and sent ~= '') or (reuse and reuse > 0) then
+    local off, n = 1, #(sent or '')
     while off <= n do
       local f = sub(sent, off, off + 3)
       local kind = sub(f, 1, 1)
@@ -119,8 +146,13 @@ local function put(seg, id, data, sent, sent_bits, reuse)
       names[#names + 1] = sent_bits == seg.bits and f or field(kind, key, seg.bits)
       off = off + 4 + kw
     end
+    -- The client never sends these: they need the record's id.
+    for _, key in ipairs(recipient_keys(data, id)) do
+      keys[#keys + 1] = key
+      names[#names + 1] = field('r', key, seg.bits)
+    end
   else
-    for _, p in ipairs(postings(data)) do
+    for _, p in ipairs(postings(data, id)) do
       keys[#keys + 1] = p[2]
       names[#names + 1] = field(p[1], p[2], seg.bits)
     end
@@ -161,7 +193,7 @@ end
 
 -- Take a record and its postings out of a segment.
 local function unput(seg, id, data)
-  local list = postings(data)
+  local list = postings(data, id)
   local fields, slot = {}, {}
   for _, p in ipairs(list) do
     local f = field(p[1], p[2], seg.bits)
@@ -242,10 +274,10 @@ local function touch(id, when, recips)
            .. table.concat(list) .. sub(data, roff + nr * W_RECIPIENT + 1)
   end
   local current = current_segment(tonumber(redis.call('HGET', base .. 'c', 'n')) or 0)
-  if current.key == seg.key then
+  if current.key == seg.key and not added then
     redis.call('HSET', seg.key, 'd' .. id, data)
     redis.call('PEXPIREAT', seg.key, state.expire_ms)
-  else
+  else   -- moved, or new recipients to file under the cluster: its postings again
     unput(seg, id, old)
     put(current, id, data, nil, nil)
   end
@@ -289,6 +321,31 @@ local function add(data, sent, sent_bits, check_digest, reuse)
     end
   end
   return insert(data, sent, sent_bits, nil, reuse)
+end
+
+-- Give an older record (written before text clusters) its text-index and recipient
+-- postings, appended after its segment's entries (an upgrade goes from the newest record to
+-- the oldest, so the order stays newest first).
+local function extend(id)
+  local seg, data = locate(id)
+  if not seg then return 0 end
+  local fields, slot, values = {}, {}, {}
+  local wanted = {}
+  for _, p in ipairs(postings(data, id)) do
+    if p[1] == 'n' or p[1] == 'r' then
+      local f = field(p[1], p[2], seg.bits)
+      if slot[f] == nil then fields[#fields + 1] = f; slot[f] = #fields end
+      wanted[#wanted + 1] = {slot[f], p[2]}
+    end
+  end
+  if #fields == 0 then return 1 end
+  local got = redis.call('HMGET', seg.key, unpack(fields))
+  for k = 1, #fields do values[k] = got[k] or '' end
+  for _, w in ipairs(wanted) do values[w[1]] = values[w[1]] .. w[2] .. id end
+  local args = {}
+  for k, f in ipairs(fields) do args[#args + 1] = f; args[#args + 1] = values[k] end
+  redis.call('HSET', seg.key, unpack(args))
+  return 1
 end
 
 local function forget(id)

@@ -1,6 +1,7 @@
 -- The write script (after store.lua).  ARGV: params id, retention seconds, index size,
 -- partitions, this partition, segment seconds, then ops:
---   c FIELD | t ID WHEN RECIPIENTS | a RECORD POSTINGS BITS | f ID | i ID RECORD (upgrades)
+--   c FIELD | t ID WHEN RECIPIENTS | a RECORD POSTINGS BITS | f ID | i ID RECORD and
+--   x ID (upgrades)
 -- (POSTINGS: the record's postings as the client computed them for segments of BITS.)
 -- Reply: {1 if the partition's parameter id was (re)created else 0, one result per op}.
 params, ret, index_size = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -22,6 +23,9 @@ while at <= #ARGV do
     at = at + 4
   elseif op == 'f' then
     out[#out + 1] = forget(p40(tonumber(ARGV[at + 1])))
+    at = at + 2
+  elseif op == 'x' then
+    out[#out + 1] = extend(p40(tonumber(ARGV[at + 1])))
     at = at + 2
   elseif op == 'i' then
     out[#out + 1] = insert(ARGV[at + 2], nil, nil, p40(tonumber(ARGV[at + 1])))

@@ -1,0 +1,252 @@
+"""What every pair rule reads: a :class:`Pair` (the new message, one stored record, the
+measures already taken and the facts derived from them once), what a rule answers (a
+:class:`Judgement`), and the evidence several rules weigh (the sender context of a short
+text, a shared attachment, data that differ).  Pure: no store, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cached_property
+from typing import ClassVar, Protocol
+
+from mailfilter.config import DetectorSettings
+from mailfilter.features import AttachmentSummary, Features
+from mailfilter.fingerprint import Fingerprint, message_id_key64
+from mailfilter.identifiers import identifier_difference
+from mailfilter.names import UNIQUE, Kind
+
+
+class RuleName(StrEnum):
+    """The pair rules, by the name ``explain``, logs and JSON show."""
+
+    MESSAGE_ID = "message-id"
+    CALENDAR = "calendar"
+    REPLY = "reply"
+    ATTACHMENTS = "attachments"
+    IDENTIFIERS = "identifiers"
+    DIGEST = "digest"
+    RESEND = "resend"
+    SHORT_TEXT = "short-text"
+    SHINGLES = "shingles"
+    HISTOGRAM = "histogram"
+    SUBJECT = "subject"
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """What a rule made of one pair: a verdict kind, the measure that matched (the
+    header's ``reason=``), its score, the rule and why in words (``explain``)."""
+
+    kind: Kind = UNIQUE
+    rule: RuleName | None = None      # None: no rule decided (nothing alike enough)
+    measure: str = ""
+    score: float | None = None
+    note: str = ""
+    attachment: AttachmentSummary | None = None
+
+
+class Rule(Protocol):
+    """One pair rule: its name, what it decides in one line, and the judgement itself."""
+
+    name: ClassVar[RuleName]
+    description: ClassVar[str]
+
+    def judge(self, pair: Pair) -> Judgement | None:
+        """The rule's judgement of ``pair``, or None to let the next rule judge."""
+        ...
+
+
+@dataclass(eq=False)
+class Pair:
+    """A new message and one stored record, with the measures the detector took.
+
+    The facts several rules share (``same_text``, ``short``, ``threshold``, ``alike`` …)
+    are derived once, on first use.
+    """
+
+    new: Fingerprint
+    stored_words: int
+    stored_digest: bytes
+    stored_message_id: str | None
+    same_message_id: bool
+    new_features: Features
+    stored_features: Features
+    resemblance: float | None
+    containment_of_stored: float | None   # share of the stored text the new one holds
+    histogram_positions: int | None       # bins that differ (of 36)
+    histogram_sum_distance: int           # |sum of the new histogram - the stored one's|
+    histogram_chars: int                  # characters the stored histogram counted
+    attachment_similarity: float | None
+    stored_sketch: tuple[int, ...]
+    settings: DetectorSettings
+
+    @cached_property
+    def same_text(self) -> bool:
+        """The same text (exact digest), and not two empty bodies."""
+        return self.new.digest == self.stored_digest and (
+            self.new.word_count > 0 or self.new.has_attachments)
+
+    @cached_property
+    def short(self) -> bool:
+        """The new message's text is under ``min_words`` words."""
+        return self.new.word_count < self.settings.min_words
+
+    @cached_property
+    def either_short(self) -> bool:
+        """One side's text is under ``min_words`` words: never judged by resemblance."""
+        return self.short or self.stored_words < self.settings.min_words
+
+    @cached_property
+    def _threshold(self) -> tuple[float, str]:
+        return resemblance_threshold(self)
+
+    @property
+    def threshold(self) -> float:
+        """The resemblance this pair needs (see :func:`resemblance_threshold`)."""
+        return self._threshold[0]
+
+    @property
+    def threshold_why(self) -> str:
+        """Why the threshold is not the usual one ("" when it is)."""
+        return self._threshold[1]
+
+    @cached_property
+    def histogram_match(self) -> bool:
+        """Seed 000's rule: both bodies long enough, sums within the window, at most
+        ``histogram_max_positions`` bins apart."""
+        s = self.settings
+        return (s.histogram_rule and self.histogram_positions is not None
+                and self.new.histogram_chars >= s.histogram_min_chars
+                and self.histogram_chars >= s.histogram_min_chars
+                and self.histogram_sum_distance <= s.histogram_window
+                and self.histogram_positions <= s.histogram_max_positions)
+
+    @cached_property
+    def shingles_match(self) -> bool:
+        """Both texts long enough and resembling at or above the pair's threshold."""
+        return (not self.either_short and self.resemblance is not None
+                and self.resemblance >= self.threshold)
+
+    @cached_property
+    def alike(self) -> bool:
+        """The same text, or (both long enough) alike by resemblance or histogram."""
+        return self.same_text or (not self.either_short
+                                  and (self.shingles_match or self.histogram_match))
+
+
+# -- evidence several rules weigh ----------------------------------------------------------
+
+def sender_context(new: Features, stored: Features) -> str | None:
+    """Evidence beyond a short text's words that it is the stored message again, in
+    words; None when there is none."""
+    shared = shared_attachment(new, stored)
+    if shared is not None:
+        return f"same attachment {shared.name or shared.size}"
+    if new.forwarded_from and ({stored.sender, stored.sender_name} - {0}) & set(
+            new.forwarded_from) and (
+            (new.subject and new.subject == stored.subject)
+            or (new.quoted and new.quoted == stored.quoted)):
+        # A forward of the stored writer's message, under its subject: that message
+        # again (two people's own words alike never name each other this way).
+        return "forwards the stored sender's message, same subject"
+    same_address = bool(new.sender) and new.sender == stored.sender
+    same_name = bool(new.sender_name) and new.sender_name == stored.sender_name
+    if not same_address and not same_name:   # a list may have rewritten the address
+        return None
+    if new.thread and stored.thread:
+        if set(new.thread) & set(stored.thread):
+            return "same sender, same thread"
+        return None     # both answer something, and not the same thing
+    if new.subject and new.subject == stored.subject:
+        return "same sender, same subject"
+    if new.quoted and new.quoted == stored.quoted:
+        return "same sender, same quoted text"
+    return None
+
+
+def shared_attachment(new: Features, stored: Features) -> AttachmentSummary | None:
+    """An attachment (1 KiB or more) both messages carry, byte for byte."""
+    if not new.attachments or not stored.attachments:
+        return None
+    theirs = {a.digest for a in stored.attachments}
+    return next((a for a in new.attachments if a.digest in theirs), None)
+
+
+def _missing_names(pair: Pair, missing: Callable[[str], bool]) -> list[str]:
+    """The new message's identifiers the stored one lacks, in the order of its text."""
+    return [name for name in pair.new.identifier_names if missing(name)]
+
+
+def identifier_conflict(pair: Pair) -> str | None:
+    """Words for identifiers each side has and the other lacks, when the two come from one
+    sender domain; None when their data agree (or they come from different senders)."""
+    new, stored = pair.new_features, pair.stored_features
+    if not new.sender_domain or new.sender_domain != stored.sender_domain:
+        return None
+    missing, ours_extra, theirs_extra = identifier_difference(
+        new.identifiers, new.identifier_bits, stored.identifiers, stored.identifier_bits)
+    if not ours_extra or not theirs_extra:
+        return None
+    names = _missing_names(pair, missing)
+    shown = ", ".join(names[:4]) + (", …" if len(names) > 4 else "")
+    return f"identifiers differ: {shown or 'some'} here, others in the match"
+
+
+def automated_difference(pair: Pair) -> str | None:
+    """Two reports or notices from programs: anything in their data that differs, either
+    way, or less than ``automated_threshold`` alike, makes them two (a report that lost a
+    line, or changed one word, is a new report)."""
+    new, stored = pair.new_features, pair.stored_features
+    missing, ours_extra, theirs_extra = identifier_difference(
+        new.identifiers, new.identifier_bits, stored.identifiers, stored.identifier_bits)
+    if ours_extra or theirs_extra:
+        shown = ", ".join(_missing_names(pair, missing)[:4])
+        return f"sent by a program, and its data differ ({shown or 'some'})"
+    threshold = pair.settings.automated_threshold
+    if pair.resemblance is not None and pair.resemblance < threshold:
+        return (f"sent by a program, and only {pair.resemblance:.2f} alike "
+                f"(below {threshold:.2f})")
+    return None
+
+
+def related(new: Features, stored: Features, stored_message_id: str | None) -> bool:
+    """One thread: a shared thread id, or one names the other."""
+    if new.thread and stored.thread and set(new.thread) & set(stored.thread):
+        return True
+    return bool(stored_message_id and new.thread
+                and message_id_key64(stored_message_id) in new.thread)
+
+
+def names_stored(pair: Pair) -> bool:
+    """The new message's In-Reply-To/References name the stored message."""
+    return bool(pair.stored_message_id and pair.new_features.thread
+                and message_id_key64(pair.stored_message_id) in pair.new_features.thread)
+
+
+def resemblance_threshold(pair: Pair) -> tuple[float, str]:
+    """The resemblance a pair needs, and why it is not the usual one ("" if it is): one
+    sender under one subject needs less (``same_subject_threshold``); one sender domain
+    under another subject or thread, or two answers to different messages, more
+    (``other_subject_threshold``)."""
+    settings = pair.settings
+    new, stored = pair.new_features, pair.stored_features
+    if new.subject and stored.subject and new.sender_domain \
+            and new.sender_domain == stored.sender_domain:
+        answers_apart = bool(new.thread and stored.thread
+                             and new.thread[-1] != stored.thread[-1])
+        if new.subject == stored.subject and new.sender == stored.sender \
+                and not new.is_reply and not stored.is_reply:
+            return settings.same_subject_threshold, "same sender, same subject"
+        if new.subject != stored.subject and not related(new, stored,
+                                                         pair.stored_message_id):
+            return settings.other_subject_threshold, \
+                "same sender domain, another subject, another thread"
+        if answers_apart:
+            # Two answers to different messages are two messages unless nearly the same
+            # text: what they share is a signature or disclaimer.
+            return settings.other_subject_threshold, \
+                "same sender domain, answers to different messages"
+    return settings.resemblance_threshold, ""

@@ -1,0 +1,117 @@
+"""Detection in a store that looks like a busy host's: the thousandth copy of a text is found
+like the second (issue: detection in a busy store).
+
+Boilerplate is what *different* texts share: a copy (a near-duplicate at least
+``copy_threshold`` alike) joins its match's text cluster and counts once, so a campaign's or a
+newsletter's personalised copies never make the text look common; the recipients of every
+copy are filed under the cluster, so "did this mailbox have this text?" is one look-up
+however many mailboxes received it.  Every test runs on LMDB, Redis and a Redis Cluster.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import make_message, paragraph_text
+from support import cli
+
+from mailfilter.config import Settings
+from mailfilter.engine import Engine
+from mailfilter.headers import verdict_value
+from mailfilter.names import Kind
+
+pytestmark = pytest.mark.every_backend
+
+NEWSLETTER = paragraph_text(4242, count=260)
+NAMES = ["Ann", "Bob", "Carol", "Dan", "Eve", "Finn", "Gus", "Hal", "Ida", "Jo", "Kim", "Lou"]
+
+
+def newsletter(number: int, name: str) -> bytes:
+    """One subscriber's copy: their greeting, the issue, their unsubscribe token."""
+    body = (f"Hi {name},\n\n{NEWSLETTER}\n\nYou get this because you subscribed as "
+            f"{name.lower()}{number}@example.net.\nUnsubscribe: "
+            f"https://news.example.com/u/{number:08x}{number * 7919:06x}\n")
+    return make_message(body, subject="The Weekly Letter: issue 214",
+                        sender="letters@news.example.com",
+                        message_id=f"<issue214.{number}@news.example.com>")
+
+
+@pytest.mark.parametrize("others", [3, 10, 40])
+def test_a_newsletter_to_many_mailboxes_is_found_again_for_the_first(
+        engine: Engine, others: int) -> None:
+    """Failed before: after 9 or more other mailboxes got their personalised copy, the
+    newsletter's shingles were "boilerplate" (8 records held them) and the first mailbox's
+    second copy had no candidate at all; 0.91 after 3."""
+    first = engine.check(newsletter(0, "Ann"), ["ann@example.org"])
+    assert first.kind is Kind.UNIQUE
+    for number in range(1, others + 1):
+        copy = engine.check(newsletter(number, NAMES[number % len(NAMES)]),
+                            [f"reader{number}@example.org"])
+        assert copy.kind is Kind.UNIQUE, verdict_value(copy)     # new to that mailbox
+    again = engine.check(newsletter(others + 1, "Ann"), ["ann@example.org"])
+    assert again.kind is Kind.NEAR_DUPLICATE, verdict_value(again)
+    assert again.recipients_seen == ("ann@example.org",)
+    assert not again.boilerplate
+
+
+def test_a_mailbox_that_had_one_of_many_copies_is_told(engine: Engine) -> None:
+    """Per-recipient scope at scale: 60 mailboxes had personalised copies; the one that gets
+    it again (another personalisation) has a duplicate, a new one has a new message —
+    whatever copy the check weighs, the cluster knows who had the text."""
+    for number in range(60):
+        engine.check(newsletter(number, NAMES[number % len(NAMES)]),
+                     [f"reader{number}@example.org"])
+    again = engine.check(newsletter(1000, "Zed"), ["reader17@example.org"])
+    assert again.is_duplicate and again.recipients_seen == ("reader17@example.org",), \
+        verdict_value(again)
+    new = engine.check(newsletter(1001, "Zed"), ["newcomer@example.org"])
+    assert new.kind is Kind.UNIQUE
+    both = engine.check(newsletter(1002, "Zed"), ["reader3@example.org", "late@example.org"])
+    assert both.is_duplicate and both.recipients_seen == ("reader3@example.org",)
+    assert not both.all_recipients_seen
+
+
+def test_copies_of_one_text_count_once_for_boilerplate(engine: Engine) -> None:
+    """A campaign's copies (one text, a new token each) do not turn its text into
+    boilerplate: the 30th copy is found at the same resemblance as the 2nd."""
+    def campaign(number: int) -> bytes:
+        return make_message(f"{NEWSLETTER}\n\nReference {number * 104729:09d}\n",
+                            subject=f"Be your own boss {number * 31 % 9973}",
+                            sender=f"offers{number}@promo{number}.example",
+                            message_id=f"<c{number}@promo.example>")
+    engine.check(campaign(0))
+    second = engine.check(campaign(1))
+    for number in range(2, 30):
+        engine.check(campaign(number))
+    thirtieth = engine.check(campaign(30))
+    assert second.kind is thirtieth.kind is Kind.NEAR_DUPLICATE, verdict_value(thirtieth)
+    assert not thirtieth.boilerplate
+    assert thirtieth.score == pytest.approx(second.score, abs=0.1)
+
+
+def test_what_different_texts_share_is_boilerplate_and_explain_says_so(
+        engine: Engine, settings: Settings, tmp_path: Path) -> None:
+    """A block that many different messages carry (a sponsor's paragraph no cleaning
+    recognises) is set aside: a different short post under it is another message, and the
+    verdict names the hashes and how many different texts hold each (explain prints it)."""
+    footer = "\n\n" + paragraph_text(7777, count=45) + "\n"
+    for number in range(12):
+        engine.check(make_message(paragraph_text(500 + number, count=60) + footer,
+                                  subject=f"topic {number}", sender=f"m{number}@example.org",
+                                  message_id=f"<post{number}@lists.example>"))
+    post = engine.check(make_message(paragraph_text(900, count=25) + footer,
+                                     subject="a new topic", sender="new@example.org",
+                                     message_id="<new@lists.example>"), record=False)
+    assert post.kind is Kind.UNIQUE, verdict_value(post)
+    assert post.boilerplate and all(count >= settings.detector.common_postings
+                                    for _value, count in post.boilerplate)
+    message = tmp_path / "post.eml"
+    message.write_bytes(make_message(paragraph_text(900, count=25) + footer,
+                                     message_id="<new2@lists.example>"))
+    done = cli.run(cli.DUPFILTER_DB, "--db", engine.store.location, "explain", str(message))
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.decode().splitlines()
+                if line.startswith("boilerplate:"))
+    assert f"{len(post.boilerplate)} of its shingles were left out" in line
+    assert "held by 8 or more different stored texts" in line and "(8+)" in line
