@@ -55,3 +55,17 @@ def init(instance: Value, **values: object) -> None:
     """Set the fields of a :class:`Value` being made (its ``__init__`` calls this)."""
     for name, value in values.items():
         _set(instance, name, value)
+
+
+def replace(value, **changes):  # noqa: ANN001, ANN201 - a Value or a dataclass
+    """A copy of ``value`` with some fields changed: ``dataclasses.replace`` for these
+    classes (and for dataclasses, which it hands to it)."""
+    if not isinstance(value, Value):
+        import dataclasses
+        return dataclasses.replace(value, **changes)
+    fields = {name: getattr(value, name) for name in value._fields}
+    unknown = set(changes) - set(fields)
+    if unknown:
+        raise TypeError(f"{type(value).__name__} has no field {', '.join(sorted(unknown))}")
+    fields.update(changes)
+    return type(value)(**fields)
