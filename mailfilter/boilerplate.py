@@ -8,17 +8,20 @@ confidentiality, intended recipients, external senders — wherever they sit, an
 like quoted text.  (Boilerplate the store has seen in many messages is discounted too, by
 the detector: see ``Probe.tail_hashes``.)  Pure functions, no I/O.
 
-Every cue is a literal word first (a substring test, fast) and a small regular expression
-second, tried only where its word occurs: one pattern of every cue over every text cost
-more than parsing the message.
+Every cue is a literal word first (found by the one keyword scan of the text,
+mailfilter/text.py) and a small regular expression second, compiled on first use and tried
+only where its word occurs: one pattern of every cue over every text cost more than parsing
+the message.
 """
 
 from __future__ import annotations
 
 import re
 
+from mailfilter.text import Pattern, Prepared, prepare, register
+
 # A strong cue makes a sentence boilerplate by itself: (word it needs, pattern).
-_STRONG = tuple((anchor, re.compile(pattern, re.MULTILINE)) for anchor, pattern in (
+_STRONG = tuple((anchor, Pattern(pattern, re.MULTILINE)) for anchor, pattern in (
     ("intended", r"intended (?:solely |only |exclusively )?for (?:the )?(?:use of (?:the )?)?"
                  r"(?:named |intended )?(?:addressee|recipient|person|individual|entity)"
                  r"|intended (?:solely|only|exclusively) for|intended recipient"
@@ -78,24 +81,29 @@ _WEAK = ("confidential", "privileged", "proprietary information", "unauthori", "
          "destinataire", "strictement interdit", "destinatario")
 # Words at least one of which every disclaimer or banner above holds: a text with none of
 # them is left alone after a handful of substring tests (most mail).
-_GATE = ("confidential", "intended", "recipient", "disclaimer", "originated", "external",
+_GATE = register(("confidential", "intended", "recipient", "disclaimer", "originated", "external",
          "caution", "often get", "registered", "before printing", "vertraulich",
          "confidentiel", "destinat", "adressat", "privileged", "outside your",
-         "outside of", "outside the", "careful with", "gesellschaft", "confidencial")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
-_BLOCKS = re.compile(r"\n[ \t]*\n")
+         "outside of", "outside the", "careful with", "gesellschaft", "confidencial"))
+register(_WEAK)
+register(anchor for anchor, _pattern in _STRONG)
+_SENTENCE_END = Pattern(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
+_BLOCKS = Pattern(r"\n[ \t]*\n")
 _TAG_LINE_WORDS = 8        # a banner on its own line is short: "[EXTERNAL]", "CAUTION: …"
 
 
-def _strong(lowered: str, cues: tuple[tuple[str, re.Pattern[str]], ...] = _STRONG) -> bool:
-    return any(anchor in lowered and pattern.search(lowered) for anchor, pattern in cues)
+_Cues = tuple[tuple[str, Pattern], ...]
+
+
+def _strong(lowered: str, cues: _Cues = _STRONG) -> bool:
+    return any(anchor in lowered and pattern.get().search(lowered) for anchor, pattern in cues)
 
 
 def _weak_cues(lowered: str, cues: tuple[str, ...] = _WEAK) -> int:
     return sum(1 for word in cues if word in lowered)
 
 
-def _is_boilerplate(sentence: str, strong: tuple[tuple[str, re.Pattern[str]], ...],
+def _is_boilerplate(sentence: str, strong: _Cues,
                     weak: tuple[str, ...], block_weak: int) -> int:
     """2: boilerplate by itself; 1: a hint (boilerplate next to boilerplate); 0: text.
 
@@ -110,7 +118,7 @@ def _is_boilerplate(sentence: str, strong: tuple[tuple[str, re.Pattern[str]], ..
     return min(cues, 1)
 
 
-def _units(block: str, strong: tuple[tuple[str, re.Pattern[str]], ...]) -> list[str]:
+def _units(block: str, strong: _Cues) -> list[str]:
     """The sentences of a block, a short tag line ("[EXTERNAL]", "CAUTION: External
     sender") standing alone even with the note right under it (no blank line)."""
     lines = block.split("\n")
@@ -119,35 +127,54 @@ def _units(block: str, strong: tuple[tuple[str, re.Pattern[str]], ...]) -> list[
     for line in lines:
         if 0 < len(line.split()) <= _TAG_LINE_WORDS and _strong(line.lower(), strong):
             if pending:
-                units.extend(_SENTENCE_END.split(" ".join(" ".join(pending).split())))
+                units.extend(_SENTENCE_END.get().split(" ".join(" ".join(pending).split())))
                 pending = []
             units.append(" ".join(line.split()))
         else:
             pending.append(line)
     if pending:
-        units.extend(_SENTENCE_END.split(" ".join(" ".join(pending).split())))
+        units.extend(_SENTENCE_END.get().split(" ".join(" ".join(pending).split())))
     return [unit for unit in units if unit]
 
 
-def split_boilerplate(text: str) -> tuple[str, str]:
+def _flag_neighbours(marks: list[int]) -> list[bool]:
+    """Which sentences go: those boilerplate by themselves (mark 2), and those with one
+    weak cue (mark 1) in an unbroken run of cue-holding sentences that has one of them —
+    what flagging each hint next to a flagged sentence until nothing changes gives, in
+    one pass each way instead of one pass per sentence added."""
+    flagged = [mark == 2 for mark in marks]
+    for order in (range(len(marks)), range(len(marks) - 1, -1, -1)):
+        carry = False
+        for index in order:
+            if flagged[index]:
+                carry = True
+            elif marks[index] == 1 and carry:
+                flagged[index] = True
+            else:
+                carry = False
+    return flagged
+
+
+def split_boilerplate(text: str, prepared: Prepared | None = None) -> tuple[str, str]:
     """(text without disclaimers and banners, what was set aside).
 
     Work is per block (lines between blank lines), per sentence within a block: a sentence
     with a strong cue, or with two weak ones, is boilerplate; so is a sentence with one
     weak cue next to boilerplate.  A block that is all boilerplate goes whole; otherwise
     only its boilerplate sentences go (a banner glued to the first line of the message).
+    ``prepared``: ``text`` prepared already (mailfilter/text.py).
     """
-    lowered_text = text.lower()
-    if not any(word in lowered_text for word in _GATE):
+    prepared = prepare(text, (prepared,))
+    if not prepared.any(_GATE):
         return text, ""
     # Only the cues the text holds at all are tried on its blocks and sentences.
-    strong = tuple(cue for cue in _STRONG if cue[0] in lowered_text)
-    weak = tuple(word for word in _WEAK if word in lowered_text)
+    strong = tuple(cue for cue in _STRONG if prepared.has(cue[0]))
+    weak = tuple(prepared.present(_WEAK))
     if not strong and len(weak) < 2:
         return text, ""
     kept: list[str] = []
     aside: list[str] = []
-    for block in _BLOCKS.split(text):
+    for block in _BLOCKS.get().split(text):
         lowered = block.lower()
         if not block.strip() or not (_strong(lowered, strong)
                                      or _weak_cues(lowered, weak) >= 2):
@@ -156,15 +183,7 @@ def split_boilerplate(text: str) -> tuple[str, str]:
         sentences = _units(block, strong)
         block_weak = _weak_cues(lowered, weak)
         marks = [_is_boilerplate(sentence, strong, weak, block_weak) for sentence in sentences]
-        flagged = [mark == 2 for mark in marks]
-        changed = True
-        while changed:   # one weak cue next to boilerplate is boilerplate too
-            changed = False
-            for index, mark in enumerate(marks):
-                if mark == 1 and not flagged[index] and (
-                        (index > 0 and flagged[index - 1])
-                        or (index + 1 < len(marks) and flagged[index + 1])):
-                    flagged[index] = changed = True
+        flagged = _flag_neighbours(marks)
         if not any(flagged):
             kept.append(block)
         elif all(flagged):

@@ -2,17 +2,30 @@
 belongs to, what it quotes, its data (identifiers), its calendar event and its attachments.
 
 These decide whether two messages that *look* alike are one message twice or two messages
-(see mailfilter/rules/).  A record keeps them as one small opaque field
-(``Record.features``, encoded here, ~60–300 bytes); the store never reads it.  Pure
-functions, no I/O.
+(see mailfilter/rules/).  :func:`message_features` derives them from a parsed message; a
+record keeps them as one small opaque field (``Record.features``, encoded here, ~60–300
+bytes, at most the store's ``FEATURES_MAX``); the store never reads it.  Pure functions,
+no I/O.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import xxhash
+
+from mailfilter.identifiers import IDENTIFIER_BITS, identifier_summary, identifiers
+from mailfilter.normalise import bare_message_id, normal_subject, site_of
+from mailfilter.text import words_of
+from mailfilter.values import Value, init
+
+if TYPE_CHECKING:
+    from mailfilter.message import Message
+
+__all__ = ["CALENDAR_TYPES", "EMPTY", "AttachmentSummary", "CalendarSummary", "Features",
+           "is_calendar", "key64", "message_features", "message_id_key64", "name_key",
+           "normal_subject", "registrable_domain"]
 
 FORMAT_VERSION = 1
 # Attachments smaller than this (signature logos, vCards) never decide anything.
@@ -21,11 +34,16 @@ MAX_ATTACHMENTS = 8
 MAX_THREAD_KEYS = 6
 MAX_FORWARDED = 4
 _NAME_MAX = 60
-# A record keeps at most this much of them (the store's limit, store.FEATURES_MAX).
-ENCODED_MAX = 1024
 _HEAD = struct.Struct(">BBQQQQQQIQQIB")
 _ATTACHMENT = struct.Struct(">QIB")
-_BITS_BYTES = 128       # identifiers.IDENTIFIER_BITS // 8
+_BITS_BYTES = IDENTIFIER_BITS // 8
+CALENDAR_TYPES = ("text/calendar", "application/ics", "text/x-vcalendar")
+
+
+def is_calendar(content_type: str, filename: str | None) -> bool:
+    """True for a part that holds iCalendar data."""
+    return content_type in CALENDAR_TYPES or bool(
+        filename and filename.lower().endswith((".ics", ".vcs")))
 
 
 def key64(text: str | bytes | None) -> int:
@@ -36,44 +54,58 @@ def key64(text: str | bytes | None) -> int:
     return xxhash.xxh3_64_intdigest(data) or 1
 
 
-@dataclass(frozen=True, slots=True)
-class AttachmentSummary:
-    """One attachment worth naming: its digest, size and file name."""
+class AttachmentSummary(Value):
+    """One attachment worth naming: its digest (xxh3-64 of its decoded bytes), size
+    (decoded bytes) and file name as sent ("" when it has none)."""
 
-    digest: int          # xxh3-64 of its decoded bytes
-    size: int            # decoded bytes
-    name: str            # file name as sent ("" when it has none)
+    __slots__ = ("digest", "size", "name")
 
-
-@dataclass(frozen=True, slots=True)
-class CalendarSummary:
-    """The iCalendar content of a message (see mailfilter/calendar.py)."""
-
-    key: int             # every event's identity, sequence, times and responses
-    uid: int             # key64 of the first event's UID
-    sequence: int        # the first event's SEQUENCE
-    method: str          # REQUEST, CANCEL, REPLY, …
+    def __init__(self, digest: int, size: int, name: str) -> None:
+        init(self, digest=digest, size=size, name=name)
 
 
-@dataclass(frozen=True, slots=True)
-class Features:
-    """Everything the pair rules compare besides text measures."""
+class CalendarSummary(Value):
+    """The iCalendar content of a message (see mailfilter/invitations.py): a key of every
+    event's identity, sequence, times and responses; key64 of the first event's UID; the
+    first event's SEQUENCE; the METHOD (REQUEST, CANCEL, REPLY, …)."""
 
-    sender: int = 0                  # key64 of the From address, lower case
-    sender_name: int = 0             # key64 of the From display name ("X via list": X)
-    sender_domain: int = 0           # key64 of its registrable domain
-    subject: int = 0                 # key64 of the subject without Re:/Fwd:/[tags]
-    thread: tuple[int, ...] = ()     # key64 of In-Reply-To and References ids
-    quoted: int = 0                  # key64 of the quoted text, folded (0: none)
-    identifiers: tuple[int, ...] = ()   # identifier hashes, when few (identifiers.py)
-    identifier_bits: bytes = b""        # else their 1024-bit map
-    calendar: CalendarSummary | None = None
-    attachments: tuple[AttachmentSummary, ...] = ()
-    attachment_bytes: int = 0        # decoded bytes of all non-calendar attachments
-    text_bytes: int = 0              # bytes of the whole decoded text (quotes included)
-    automated: bool = False          # sent by a program (message.Message.automated)
-    is_reply: bool = False           # answers a message (In-Reply-To, or a Re: subject)
-    forwarded_from: tuple[int, ...] = ()   # key64 of the names and addresses it forwards
+    __slots__ = ("key", "uid", "sequence", "method")
+
+    def __init__(self, key: int, uid: int, sequence: int, method: str) -> None:
+        init(self, key=key, uid=uid, sequence=sequence, method=method)
+
+
+class Features(Value):
+    """Everything the pair rules compare besides text measures.
+
+    sender, sender_name, sender_domain: key64 of the From address (lower case), of its
+    display name ("X via list": X), of its registrable domain.  subject: key64 of the
+    subject without Re:/Fwd:/[tags].  thread: key64 of the In-Reply-To and References
+    ids.  quoted: key64 of the quoted text, folded (0: none).  identifiers: identifier
+    hashes when few (identifiers.py), else identifier_bits, their 1024-bit map.
+    calendar, attachments.  attachment_bytes: decoded bytes of all non-calendar
+    attachments; text_bytes: characters of the whole decoded text (quotes included).
+    automated: sent by a program (message.Message.automated).  is_reply: answers a
+    message (In-Reply-To, or a Re: subject).  forwarded_from: key64 of the names and
+    addresses of the writers it forwards.
+    """
+
+    __slots__ = ("sender", "sender_name", "sender_domain", "subject", "thread", "quoted",
+                 "identifiers", "identifier_bits", "calendar", "attachments",
+                 "attachment_bytes", "text_bytes", "automated", "is_reply", "forwarded_from")
+
+    def __init__(self, sender: int = 0, sender_name: int = 0, sender_domain: int = 0,
+                 subject: int = 0, thread: tuple[int, ...] = (), quoted: int = 0,
+                 identifiers: tuple[int, ...] = (), identifier_bits: bytes = b"",
+                 calendar: CalendarSummary | None = None,
+                 attachments: tuple[AttachmentSummary, ...] = (), attachment_bytes: int = 0,
+                 text_bytes: int = 0, automated: bool = False, is_reply: bool = False,
+                 forwarded_from: tuple[int, ...] = ()) -> None:
+        init(self, sender=sender, sender_name=sender_name, sender_domain=sender_domain,
+             subject=subject, thread=thread, quoted=quoted, identifiers=identifiers,
+             identifier_bits=identifier_bits, calendar=calendar, attachments=attachments,
+             attachment_bytes=attachment_bytes, text_bytes=text_bytes, automated=automated,
+             is_reply=is_reply, forwarded_from=forwarded_from)
 
     @property
     def attachment_share(self) -> float:
@@ -157,3 +189,69 @@ class Features:
 
 
 EMPTY = Features()
+
+# Mail providers whose users are unrelated people: their domain names no organisation.
+_PROVIDERS = frozenset((
+    "gmail", "googlemail", "yahoo", "ymail", "hotmail", "outlook", "live", "msn", "aol",
+    "icloud", "me", "mac", "gmx", "web", "mail", "yandex", "qq", "163", "126", "proton",
+    "protonmail", "zoho", "comcast", "earthlink", "att", "verizon", "btinternet", "orange",
+    "free", "libero", "t-online", "wanadoo", "rediffmail", "naver", "hanmail", "seznam",
+    "o2", "wp", "interia", "onet", "bigpond", "optusnet", "shaw", "rogers", "sympatico",
+    "juno", "netzero", "cox", "charter", "sbcglobal", "bellsouth", "rocketmail", "lycos",
+    "excite", "fastmail", "tutanota", "posteo", "mailbox", "hushmail", "inbox", "rambler"))
+
+
+def registrable_domain(address: str | None) -> str:
+    """The organisation a sender writes for: the domain it registered
+    (``mail.example.co.uk`` → ``example.co.uk``: the last two labels, or three under a
+    common second-level label of a country code; no list of public suffixes), or, at a
+    public mail provider (gmail.com, yahoo.co.uk …), the address itself."""
+    if not address or "@" not in address:
+        return ""
+    domain = site_of(address.rpartition("@")[2])
+    return address if domain.partition(".")[0] in _PROVIDERS else domain
+
+
+def message_id_key64(message_id: str) -> int:
+    """64-bit key of a Message-ID (brackets and the case of its domain ignored), for
+    comparing a record with the thread ids of a reply."""
+    return key64(bare_message_id(message_id))
+
+
+def name_key(name: str) -> int:
+    """key64 of a display name as people write it: case, quotes and spacing do not count."""
+    return key64(" ".join(name.lower().replace('"', "").split()))
+
+
+def message_features(message: Message, names: list[str] | None = None) -> Features:
+    """The :class:`Features` of a parsed message (pure); ``names``: its identifiers, when
+    the caller has them already."""
+    quoted_words = b""
+    if message.quoted:
+        words = words_of(message.quoted)
+        quoted_words = b" ".join(words) if message.quoted.isascii() else \
+            " ".join(words).encode("utf-8", "replace")      # type: ignore[arg-type]
+    files = [a for a in message.attachments if not is_calendar(a.content_type, a.filename)
+             and not a.inline and len(a.data) >= MIN_ATTACHMENT_BYTES]
+    files.sort(key=lambda a: len(a.data), reverse=True)
+    hashes, bits = identifier_summary(
+        identifiers(message.text, message.subject) if names is None else names)
+    return Features(
+        sender=key64(message.sender),
+        sender_name=name_key(message.sender_name),
+        sender_domain=key64(registrable_domain(message.sender)),
+        subject=key64(normal_subject(message.subject)),
+        thread=tuple(message_id_key64(i) for i in message.thread),
+        quoted=key64(quoted_words),
+        identifiers=hashes,
+        identifier_bits=bits,
+        calendar=message.calendar,
+        attachments=tuple(AttachmentSummary(xxhash.xxh3_64_intdigest(a.data), len(a.data),
+                                            a.filename or "") for a in files[:MAX_ATTACHMENTS]),
+        attachment_bytes=sum(len(a.data) for a in files),
+        text_bytes=message.text_length,
+        automated=message.automated,
+        is_reply=message.is_reply,
+        forwarded_from=tuple(dict.fromkeys(
+            name_key(name) for name in message.forwarded_from))[:MAX_FORWARDED],
+    )

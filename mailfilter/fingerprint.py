@@ -1,7 +1,8 @@
 """Pure fingerprint functions: a :class:`Message` in, a :class:`Fingerprint` out, no I/O.
 
-* character histogram (seed 000, ``chisto``): 36 bins ``0-9a-z``, scaled so the largest bin
-  is 255 when any count exceeds 255 (truncating, exactly as the C code's double arithmetic);
+* character histogram (seed 000, ``chisto``): ``HISTOGRAM_BINS`` (36) bins ``0-9a-z``, scaled
+  so the largest bin is 255 when any count exceeds 255 (truncating, exactly as the C
+  code's double arithmetic);
 * word shingles (seed 001): Unicode letter/digit tokens, lowercased, stoplist removed,
   n-grams hashed to stable values, kept as a bottom-k sketch (Broder's sampling) of
   their top 32 bits (half the store, and collisions among k = 64 values stay negligible);
@@ -11,11 +12,9 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import xxhash
@@ -25,46 +24,54 @@ if TYPE_CHECKING:
 
 from mailfilter.features import (
     EMPTY,
-    MAX_ATTACHMENTS,
-    MAX_FORWARDED,
-    MIN_ATTACHMENT_BYTES,
-    AttachmentSummary,
     Features,
-    key64,
+    is_calendar,
+    message_features,
+    message_id_key64,  # noqa: F401 - rules.py reads it from here
+    normal_subject,  # noqa: F401 - and tests
+    registrable_domain,  # noqa: F401
 )
-from mailfilter.identifiers import identifier_summary, identifiers
-from mailfilter.invitations import is_calendar
-from mailfilter.message import Message, raw_body, site_of
+from mailfilter.identifiers import identifiers
+from mailfilter.message import Message, raw_body
+from mailfilter.text import Pattern, token_pattern, words_of
+from mailfilter.values import Value, init
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
-HISTOGRAM_BINS = len(ALPHABET)
-_TOKEN = re.compile(r"[^\W_]+")
+HISTOGRAM_BINS = len(ALPHABET)        # 36: the histogram's length, everywhere it is read
 
 
-@dataclass(frozen=True, slots=True)
-class Fingerprint:
-    """Everything the store and the detector know of a message body."""
+class Fingerprint(Value):
+    """Everything the store and the detector know of a message body.
 
-    histogram: bytes            # 36 bytes, seed 000
-    histogram_sum: int          # sum of the 36 bins: the lookup key (±window)
-    histogram_chars: int        # characters counted before scaling (how long the body is)
-    sketch: tuple[int, ...]     # sorted bottom-k of the shingle hashes (32-bit)
-    shingle_count: int          # distinct shingles in the full text
-    word_count: int             # tokens after the stoplist
-    digest: bytes               # 16 bytes: exact-duplicate key
-    chunks: tuple[tuple[int, int], ...] = ()  # (digest, length) of sampled attachment chunks
-    attachment_bytes: int = 0
-    # Sketch hashes of shingles in the last lines of the text, where list footers live:
-    # the detector discounts those that many stored messages share (boilerplate).
-    tail_sketch: tuple[int, ...] = ()
-    # Sender, thread, quoted text, identifiers, calendar event, attachments (features.py).
-    features: Features = EMPTY
-    # The identifiers themselves (the record keeps only hashes), for explaining.
-    identifier_names: tuple[str, ...] = ()
-    # Short texts only: the digests of their parts (each paragraph; all but the first;
-    # all but the last), under which a short message it re-sends with a line added is
-    # stored.
-    part_digests: tuple[bytes, ...] = ()
+    histogram: 36 bytes, seed 000; histogram_sum: the sum of its bins, the lookup key
+    (±window); histogram_chars: characters counted before scaling (how long the body is).
+    sketch: the sorted bottom-k of the shingle hashes (32-bit); shingle_count: distinct
+    shingles of the full text; word_count: tokens after the stoplist.  digest: 16 bytes,
+    the exact-duplicate key.  chunks: (digest, length) of sampled attachment chunks;
+    attachment_bytes.  tail_sketch: sketch hashes of shingles in the last lines of the
+    text, where list footers live (the detector discounts those that many stored
+    messages share).  features: sender, thread, quoted text, identifiers, calendar
+    event, attachments (features.py).  identifier_names: the identifiers themselves
+    (the record keeps only hashes), for explaining.  part_digests: short texts only, the
+    digests of their parts (each paragraph; all but the first; all but the last), under
+    which a short message it re-sends with a line added is stored.
+    """
+
+    __slots__ = ("histogram", "histogram_sum", "histogram_chars", "sketch", "shingle_count",
+                 "word_count", "digest", "chunks", "attachment_bytes", "tail_sketch",
+                 "features", "identifier_names", "part_digests")
+
+    def __init__(self, histogram: bytes, histogram_sum: int, histogram_chars: int,
+                 sketch: tuple[int, ...], shingle_count: int, word_count: int, digest: bytes,
+                 chunks: tuple[tuple[int, int], ...] = (), attachment_bytes: int = 0,
+                 tail_sketch: tuple[int, ...] = (), features: Features = EMPTY,
+                 identifier_names: tuple[str, ...] = (),
+                 part_digests: tuple[bytes, ...] = ()) -> None:
+        init(self, histogram=histogram, histogram_sum=histogram_sum,
+             histogram_chars=histogram_chars, sketch=sketch, shingle_count=shingle_count,
+             word_count=word_count, digest=digest, chunks=chunks,
+             attachment_bytes=attachment_bytes, tail_sketch=tail_sketch, features=features,
+             identifier_names=identifier_names, part_digests=part_digests)
 
     @property
     def has_attachments(self) -> bool:
@@ -146,64 +153,76 @@ def raw_histogram(raw: bytes) -> bytes:
 
 def tokenize(text: str, stoplist: Iterable[str] = ()) -> list[str]:
     """Maximal runs of Unicode letters and digits, lowercased, stop words removed."""
-    tokens = _TOKEN.findall(text.lower())
+    tokens = token_pattern().findall(text.lower())
     if stoplist:
         stop = stoplist if isinstance(stoplist, (set, frozenset)) else set(stoplist)
         tokens = [token for token in tokens if token not in stop]
     return tokens
 
 
-# ASCII letters and digits map to themselves in lower case, every other byte to a space:
-# on ASCII text, ``translate`` + ``split`` finds exactly the tokens :func:`tokenize` finds.
-_ASCII_WORDS = bytes(
-    (byte | 0x20) if chr(byte).isascii() and chr(byte).isalpha() else
-    byte if chr(byte).isdigit() and byte < 128 else 0x20
-    for byte in range(256))
-
-
 def _words(text: str, stoplist: frozenset[str]) -> list[str] | list[bytes]:
-    """The tokens of :func:`tokenize`, as UTF-8 bytes when ``text`` is ASCII (the common
-    case), found by a byte translation, which is about twice as fast as the regex."""
-    if not text.isascii():
-        return tokenize(text, stoplist)
-    words = text.encode("ascii").translate(_ASCII_WORDS).split()
-    if stoplist:
-        stop = {word.encode("ascii") for word in stoplist if word.isascii()}
-        words = [word for word in words if word not in stop]
-    return words
+    """The tokens of :func:`tokenize`, as ASCII bytes when ``text`` is ASCII (see
+    :func:`mailfilter.text.words_of`)."""
+    return words_of(text, stoplist)
 
 
-_TOKEN_CACHE: dict[str | bytes, int] = {}
-_TOKEN_CACHE_MAX = 200_000
+class TokenHashes:
+    """xxh3-64 of tokens, remembered: mail vocabulary repeats, and one ``dict.get`` per
+    token (in C, through ``map``) is cheaper than hashing it again.
 
-
-def _token_hashes(tokens: Sequence[str] | Sequence[bytes]) -> list[int]:
-    """xxh3-64 of every token's UTF-8 bytes, in order.
-
-    Tokens may be ``str`` or their UTF-8 ``bytes`` (both hash alike).  Memoised, since
-    mail vocabulary repeats: one ``dict.get`` per token, in C (``map``); only a text with
-    words the cache does not hold yet is gone through again in Python.
+    Bounded: at most ``2 * limit`` tokens in two generations; when the newer one is full
+    it becomes the older and the oldest is dropped (what is still in use comes back in
+    one look-up).  Safe to share between threads: a look-up reads a pair of dicts that is
+    replaced, never emptied, while another thread reads it.
     """
-    cache = _TOKEN_CACHE
-    values = list(map(cache.get, tokens))
-    if None not in values:
-        return values
-    hash64 = xxhash.xxh3_64_intdigest
-    new = {token: hash64(token if isinstance(token, bytes)
-                         else token.encode("utf-8", "surrogatepass"))
-           for token, value in zip(tokens, values, strict=True) if value is None}
-    if len(cache) + len(new) > _TOKEN_CACHE_MAX:
-        cache.clear()
-    cache.update(new)
-    # From this message's own lookups, not the shared cache again: another thread (a
-    # daemon's sessions share it) may have cleared it meanwhile.
-    return [new[token] if value is None else value
-            for token, value in zip(tokens, values, strict=True)]
+
+    __slots__ = ("limit", "_generations")
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self._generations: tuple[dict, dict] = ({}, {})
+
+    def __len__(self) -> int:
+        newer, older = self._generations
+        return len(newer) + len(older)
+
+    def hashes(self, tokens: Sequence[str] | Sequence[bytes]) -> list[int]:
+        """The hash of every token's UTF-8 bytes, in order (``str`` or ``bytes`` tokens
+        hash alike)."""
+        newer, older = self._generations
+        values = list(map(newer.get, tokens))
+        if None not in values:
+            return values
+        hash64 = xxhash.xxh3_64_intdigest
+        new = {}
+        for token, value in zip(tokens, values, strict=True):
+            if value is None and token not in new:
+                found = older.get(token)
+                new[token] = hash64(token if isinstance(token, bytes) else
+                                    token.encode("utf-8", "surrogatepass")) \
+                    if found is None else found
+        if len(newer) + len(new) > self.limit:
+            self._generations = (new, newer)
+        else:
+            newer.update(new)
+        return [new[token] if value is None else value
+                for token, value in zip(tokens, values, strict=True)]
 
 
-def _token_hash_bytes(tokens: Sequence[str] | Sequence[bytes]) -> bytes:
+# The process's token hashes, for callers that do not bring their own (compute's
+# token_hashes): one bounded cache, owned here.
+TOKEN_HASHES = TokenHashes()
+
+
+def _token_hashes(tokens: Sequence[str] | Sequence[bytes],
+                  cache: TokenHashes | None = None) -> list[int]:
+    return (cache or TOKEN_HASHES).hashes(tokens)
+
+
+def _token_hash_bytes(tokens: Sequence[str] | Sequence[bytes],
+                      cache: TokenHashes | None = None) -> bytes:
     """The hashes of :func:`_token_hashes` packed as little-endian u64 (8 bytes a token)."""
-    values = array("Q", _token_hashes(tokens))
+    values = array("Q", _token_hashes(tokens, cache))
     if sys.byteorder == "big":
         values.byteswap()
     return values.tobytes()
@@ -237,7 +256,8 @@ def _check_ngram(ngram: int) -> None:
 _NUMPY_CONSTANTS: tuple = ()  # the weights and the finaliser's constants as numpy values
 
 
-def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.ndarray:
+def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int,
+                  cache: TokenHashes | None = None) -> np.ndarray:
     """The 32-bit hash of the n-gram starting at each token position, in order (uint32).
 
     Each token is hashed with xxh3-64; an n-gram's hash is the top 32 bits of murmur3's
@@ -257,7 +277,7 @@ def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.nda
         _NUMPY_CONSTANTS = (np.array(_WEIGHTS, dtype=np.uint64), np.uint64(_FMIX_1),
                             np.uint64(_FMIX_2), np.uint64(33), np.uint64(32))
     weights, fmix_1, fmix_2, shift_33, shift_32 = _NUMPY_CONSTANTS
-    token_hashes = np.frombuffer(_token_hash_bytes(tokens), dtype="<u8")
+    token_hashes = np.frombuffer(_token_hash_bytes(tokens, cache), dtype="<u8")
     count = len(token_hashes) - ngram + 1
     mixed = token_hashes[:count] * weights[0]
     for position in range(1, ngram):
@@ -270,7 +290,8 @@ def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.nda
     return (mixed >> shift_32).astype(np.uint32)
 
 
-def shingle_list(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> list[int]:
+def shingle_list(tokens: Sequence[str] | Sequence[bytes], ngram: int,
+                 cache: TokenHashes | None = None) -> list[int]:
     """:func:`shingle_array` as a list of ints: with numpy when this process has it and the
     text is long enough for it to pay, else in Python integers (the same values)."""
     _check_ngram(ngram)
@@ -278,8 +299,8 @@ def shingle_list(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> list[in
         return []
     if len(tokens) >= _VECTOR_MIN_TOKENS and (
             _numpy_loaded() or len(tokens) >= _COLD_MAX_TOKENS):
-        return shingle_array(tokens, ngram).tolist()
-    hashes = _token_hashes(tokens)
+        return shingle_array(tokens, ngram, cache).tolist()
+    hashes = _token_hashes(tokens, cache)
     count = len(hashes) - ngram + 1
     weight = _WEIGHTS[0]
     mixed = [value * weight for value in hashes[:count]]
@@ -301,18 +322,19 @@ def shingle_list(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> list[in
 
 
 def _shingles(tokens: Sequence[str] | Sequence[bytes], ngram: int, sketch_size: int,
-              tail_from: int) -> tuple[tuple[int, ...], int, set[int]]:
+              tail_from: int, cache: TokenHashes | None = None
+              ) -> tuple[tuple[int, ...], int, set[int]]:
     """(bottom-k sketch, distinct shingles, the shingles from position ``tail_from`` on)."""
     if len(tokens) >= _VECTOR_MIN_TOKENS and (
             _numpy_loaded() or len(tokens) >= _COLD_MAX_TOKENS):
         import numpy as np
-        positions = shingle_array(tokens, ngram)
+        positions = shingle_array(tokens, ngram, cache)
         distinct = np.sort(positions)  # then drop repeats (cheaper than np.unique's hashing)
         if len(distinct) > 1:
             distinct = distinct[np.concatenate(([True], distinct[1:] != distinct[:-1]))]
         return (tuple(distinct[:sketch_size].tolist()), len(distinct),
                 set(positions[tail_from:].tolist()))
-    values = shingle_list(tokens, ngram)
+    values = shingle_list(tokens, ngram, cache)
     ordered = sorted(set(values))
     return tuple(ordered[:sketch_size]), len(ordered), set(values[tail_from:])
 
@@ -335,7 +357,7 @@ def text_digest(text: str, attachment_digests: Iterable[bytes] = (),
 
 
 PART_DIGEST_WORDS = 60
-_PARAGRAPHS = re.compile(r"\n[ \t]*\n")
+_PARAGRAPHS = Pattern(r"\n[ \t]*\n")
 
 
 def part_digests(text: str, attachment_digests: Sequence[bytes], whole: bytes
@@ -345,8 +367,9 @@ def part_digests(text: str, attachment_digests: Sequence[bytes], whole: bytes
     added above, below or between a greeting and the question); at most 24, the whole
     text's own digest left out."""
     parts: list[str] = []
-    for units in ([p for p in _PARAGRAPHS.split(text) if _TOKEN.search(p)],
-                  [line for line in text.split("\n") if _TOKEN.search(line)]):
+    token = token_pattern()
+    for units in ([p for p in _PARAGRAPHS.get().split(text) if token.search(p)],
+                  [line for line in text.split("\n") if token.search(line)]):
         if 2 <= len(units) <= 8:
             parts += units
             parts += ["\n".join(units[:i] + units[i + 1:]) for i in range(len(units))]
@@ -382,17 +405,22 @@ def _tail_start(text: str, tokens: Sequence[str] | Sequence[bytes],
 def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
             sketch_size: int = 64, stoplist: Iterable[str] = (),
             chunk_average: int = 4096, chunk_sample: int = 32,
-            tail_lines: int = 8) -> Fingerprint:
-    """The fingerprint of a parsed message with the given (store-bound) parameters."""
+            tail_lines: int = 8, token_hashes: TokenHashes | None = None) -> Fingerprint:
+    """The fingerprint of a parsed message with the given (store-bound) parameters.
+
+    The tokens are the message's prepared text's (``Message.prepared``), read by the
+    shingles and the identifiers alike.  ``token_hashes``: the cache of token hashes to
+    use (default: the process's, :data:`TOKEN_HASHES`)."""
     if histogram == "raw":
         source = message.raw_body
     else:
         source = message.text.encode("utf-8", "surrogatepass")  # non-ASCII bytes count nowhere
     hist, chars = character_histogram(source)
     stop = frozenset(stoplist)
-    tokens = _words(message.text, stop)
+    tokens = message.prepared.words(stop)
     tail_from = max(0, _tail_start(message.text, tokens, stop, tail_lines) - ngram + 1)
-    sketch, shingle_count, tail = _shingles(tokens, ngram, sketch_size, tail_from)
+    sketch, shingle_count, tail = _shingles(tokens, ngram, sketch_size, tail_from,
+                                            token_hashes)
     # An invitation counts by its event (UID, SEQUENCE, times), not by the bytes of its
     # calendar part, which hold the time the copy was made (DTSTAMP): the same invitation
     # sent again has the same digest.
@@ -407,7 +435,8 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         if not is_calendar(attachment.content_type, attachment.filename):
             chunks.extend(chunk_digests(attachment.data, chunk_average))
     sampled = sorted(set(chunks))[:chunk_sample] if chunks else []
-    names = identifiers(message.text, message.subject, None if stop else tokens)
+    names = identifiers(message.text, message.subject,
+                        None if stop else tokens)
     # An invitation is its event: the same event in the same version is the same message
     # whatever its text (a resend may come with an empty body, or another client's).
     digest = text_digest("" if calendar_key else message.text, attachment_digests,
@@ -427,89 +456,4 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         chunks=tuple(sampled),
         attachment_bytes=attachment_bytes,
         tail_sketch=tuple(value for value in sketch if value in tail),
-    )
-
-
-# Reply and forward prefixes, list tags (a tag with a number — "[Ticket #27271]" — names
-# the thread and stays), and the words a sender puts before a message sent again or
-# corrected ("Resend:", "UPDATED:", "Korrektur:", "(corrected)").
-_SUBJECT_PREFIX = re.compile(
-    r"^(?:\s*(?:\[[^\]\d]{0,60}\]|(?:re|fwd?|fw|aw|wg|sv|tr|vs|antw|rif|doorst|resend|resent"
-    r"|reminder|updated?|correction|corrected|korrektur|berichtigung|rectificatif|corrección"
-    r"|fyi)\s*(?:\[\d+\])?\s*:))+", re.IGNORECASE)
-_SUBJECT_MARKS = re.compile(r"\s*[(\[](?:corrected|correction|updated?|resend|resent|"
-                            r"reminder|korrektur|rectificatif)[)\]]\s*", re.IGNORECASE)
-
-
-def normal_subject(subject: str) -> str:
-    """The subject without Re:/Fwd:/list tags and resend or correction marks, spaces
-    folded, lower case."""
-    return " ".join(_SUBJECT_MARKS.sub(" ", _SUBJECT_PREFIX.sub("", subject)).split()).lower()
-
-
-# Mail providers whose users are unrelated people: their domain names no organisation.
-_PROVIDERS = frozenset((
-    "gmail", "googlemail", "yahoo", "ymail", "hotmail", "outlook", "live", "msn", "aol",
-    "icloud", "me", "mac", "gmx", "web", "mail", "yandex", "qq", "163", "126", "proton",
-    "protonmail", "zoho", "comcast", "earthlink", "att", "verizon", "btinternet", "orange",
-    "free", "libero", "t-online", "wanadoo", "rediffmail", "naver", "hanmail", "seznam",
-    "o2", "wp", "interia", "onet", "bigpond", "optusnet", "shaw", "rogers", "sympatico",
-    "juno", "netzero", "cox", "charter", "sbcglobal", "bellsouth", "rocketmail", "lycos",
-    "excite", "fastmail", "tutanota", "posteo", "mailbox", "hushmail", "inbox", "rambler"))
-
-
-def registrable_domain(address: str | None) -> str:
-    """The organisation a sender writes for: the domain it registered
-    (``mail.example.co.uk`` → ``example.co.uk``: the last two labels, or three under a
-    common second-level label of a country code; no list of public suffixes), or, at a
-    public mail provider (gmail.com, yahoo.co.uk …), the address itself."""
-    if not address or "@" not in address:
-        return ""
-    domain = site_of(address.rpartition("@")[2])
-    return address if domain.partition(".")[0] in _PROVIDERS else domain
-
-
-def message_id_key64(message_id: str) -> int:
-    """64-bit key of a Message-ID (brackets and the case of its domain ignored), for
-    comparing a record with the thread ids of a reply."""
-    value = message_id.strip().strip("<>").strip()
-    local, at, domain = value.rpartition("@")
-    return key64(f"{local}@{domain.lower()}" if at else value)
-
-
-def name_key(name: str) -> int:
-    """key64 of a display name as people write it: case, quotes and spacing do not count."""
-    return key64(" ".join(name.lower().replace('"', "").split()))
-
-
-def message_features(message: Message, names: list[str] | None = None) -> Features:
-    """The :class:`Features` of a parsed message (pure)."""
-    quoted_words = b""
-    if message.quoted:
-        words = _words(message.quoted, frozenset())
-        quoted_words = b" ".join(words) if message.quoted.isascii() else \
-            " ".join(words).encode("utf-8", "replace")      # type: ignore[arg-type]
-    files = [a for a in message.attachments if not is_calendar(a.content_type, a.filename)
-             and not a.inline and len(a.data) >= MIN_ATTACHMENT_BYTES]
-    files.sort(key=lambda a: len(a.data), reverse=True)
-    hashes, bits = identifier_summary(
-        identifiers(message.text, message.subject) if names is None else names)
-    return Features(
-        sender=key64(message.sender),
-        sender_name=name_key(message.sender_name),
-        sender_domain=key64(registrable_domain(message.sender)),
-        subject=key64(normal_subject(message.subject)),
-        thread=tuple(message_id_key64(i) for i in message.thread),
-        quoted=key64(quoted_words),
-        identifiers=hashes,
-        identifier_bits=bits,
-        calendar=message.calendar,
-        attachments=tuple(AttachmentSummary(xxhash.xxh3_64_intdigest(a.data), len(a.data),
-                                            a.filename or "") for a in files[:MAX_ATTACHMENTS]),
-        attachment_bytes=sum(len(a.data) for a in files),
-        text_bytes=message.text_length,
-        automated=message.automated,
-        is_reply=message.is_reply,
-        forwarded_from=tuple(dict.fromkeys(
-            name_key(name) for name in message.forwarded_from))[:MAX_FORWARDED],
     )

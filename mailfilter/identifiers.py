@@ -66,11 +66,10 @@ _HEX_LETTERS = b"abcdef"
 _NOT_HEX = bytes(set(_LETTERS) - set(_HEX_LETTERS))
 _WORDS = re.compile(r"[^\W_]+")
 # File paths (/var/log/app/app.log): which file a report is about is its data too.
-_PATH = re.compile(r"(?<![\w/.])/[\w.@-]+(?:/[\w.@-]+)+")
+# The slash first (a literal the regex engine finds fast), then the look back at the one
+# character before it: a path starts at a slash that follows no word, slash or dot.
+_PATH = re.compile(r"/(?<![\w/.]/)[\w.@-]+(?:/[\w.@-]+)+")
 _NOT_DIGITS = re.compile(r"\D+")
-# Tried at word starts only: from every position inside a long word of letters it would
-# scan to the word's end again (quadratic on a 5,000-letter "word").
-_DIGIT_WORD = re.compile(rb"(?<![a-z0-9])[a-z0-9]*[0-9][a-z0-9]*")
 # A record keeps the hashes of up to this many different identifiers, else a bit map.
 EXACT_IDENTIFIERS = 32
 IDENTIFIER_BITS = 1024
@@ -121,11 +120,8 @@ def _numbered_words(source: str, found: list[str],
     if words is None:
         words = (source.encode("ascii").translate(_LOWER_WORDS).split() if source.isascii()
                  else _WORDS.findall(source.lower()))
-    if words and isinstance(words[0], bytes):
-        # ASCII words (letters and digits only): those with a digit, found in one C pass.
-        numbered = _DIGIT_WORD.findall(b" ".join(words))    # type: ignore[arg-type]
-    else:
-        numbered = [word for word in words if not word.isalpha()]
+    # Words are runs of letters and digits: those that are not all letters hold a digit.
+    numbered = [word for word in words if not word.isalpha()]
     for word in numbered:
         if isinstance(word, bytes):
             if word.isdigit():

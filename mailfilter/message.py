@@ -15,103 +15,146 @@ import binascii
 import codecs
 import quopri
 import re
-from dataclasses import dataclass, field
 
 import xxhash
 
 from mailfilter.boilerplate import split_boilerplate
 from mailfilter.features import CalendarSummary
 from mailfilter.invitations import CALENDAR_TYPES, calendar_summary, is_calendar
+from mailfilter.normalise import (
+    HEADER_LINE,
+    LINK,
+    address_of,
+    display_name,
+    first_values,
+    is_forward_subject,
+    is_reply_subject,
+    link_site,
+    read_headers,
+    site_of,
+    thread_ids,
+)
 from mailfilter.quotes import has_attribution, split_reply, split_signoff
+from mailfilter.text import Pattern, Prepared, prepare, register
+from mailfilter.values import Value, init
+
+__all__ = ["Attachment", "Message", "WholeBodyDigest", "decode_header_text", "decode_text",
+           "first_look", "html_to_text", "parse", "raw_body", "read_headers", "site_of",
+           "transfer_decode", "whole_body_digest"]
 
 # A body separator exactly as chisto finds it: the first two consecutive LF bytes.
 _CHISTO_SEPARATOR = b"\n\n"
-_MBOX_FROM = re.compile(rb"\AFrom [^\n]*\n")
-_WORD = re.compile(r"[^\W_]")
-_REPLY_SUBJECT = re.compile(r"\s*(?:\[[^\]]*\]\s*)?(?:re|aw|sv|vs|antw|rif|r)\s*(?:\[\d+\])?\s*:",
-                            re.IGNORECASE)
-_FORWARD_SUBJECT = re.compile(r"\s*(?:\[[^\]]*\]\s*)?(?:fwd?|fw|wg|tr)\s*:", re.IGNORECASE)
-_NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]")
-_HEADER_LINE = re.compile(rb"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$", re.MULTILINE)
-_PARAM = re.compile(r";\s*([!#-'*+.0-9A-Z^-~-]+)\s*=\s*(\"[^\"]*\"|[^;\s]*)")
-_HEADERS_MAX = 1000
-_UNFOLD_TEXT = re.compile(r"\n[ \t]+")
-_HEADER_FIELD = re.compile(r"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$", re.MULTILINE)
-_HEADER_FIELD_MAX = 8192
+_MBOX_FROM = Pattern(rb"\AFrom [^\n]*\n")
+_WORD = Pattern(r"[^\W_]")
+_NOT_BASE64 = Pattern(rb"[^A-Za-z0-9+/]")
+_PARAM = Pattern(r";\s*([!#-'*+.0-9A-Z^-~-]+)\s*=\s*(\"[^\"]*\"|[^;\s]*)")
 _HTML_DROP = "script, style, head, title, noscript, template"
-_BREAK_THEN_NEWLINE = re.compile(
-    r"(<br\b[^>]*>|</(?:p|div|li|tr|h[1-6]|blockquote|table)\s*>)[ \t]*\r?\n", re.IGNORECASE)
-_MESSAGE_IDS = re.compile(r"<[^<>\s]{1,250}>")
-_ADDRESS = re.compile(r"<([^<>\s]+@[^<>\s]+)>|([^\s<>\"(),;:]+@[^\s<>\"(),;:]+)")
-_ENCODED_WORD = "=?"
-_LINK = re.compile(r"\b(?:[a-z][a-z0-9+.-]{1,15}://|www\.)([^\s/?#<>\"')\]]*)"
-                   r"[^\s<>\"')\]]*", re.IGNORECASE)
-_VIA = re.compile(r"\s+via\s+\S.*$", re.IGNORECASE)
+# "<br …>" or a closing block tag, then a line break in the source.  Attributes run to the
+# next ">" without crossing a "<": an unclosed "<br" then scans to the next tag, not to
+# the end of the text (which made this one call quadratic in the number of "<br").
+_BREAK_THEN_NEWLINE = Pattern(
+    r"(<br\b[^<>]*>|</(?:p|div|li|tr|h[1-6]|blockquote|table)\s*>)[ \t]*\r?\n", re.IGNORECASE)
+_TAG = Pattern(r"<[^<>]*>")
+# Opening and closing tags, for the nesting depth of a long HTML part: the HTML parser's
+# work grows with the depth of the open elements at each tag (16,000 unclosed <div> took
+# 0.4 s, 160,000 three minutes).  Elements that never nest or that the parser closes by
+# itself are not counted.
+_TAG_NAME = Pattern(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)")
+_NOT_NESTING = frozenset((
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+    "source", "track", "wbr", "p", "li", "dt", "dd", "tr", "td", "th", "option", "tbody",
+    "thead", "tfoot", "colgroup", "caption"))
+HTML_DEPTH_MAX = 400          # deeper (as counted): the part's tags are stripped instead
+_HTML_DEPTH_FROM = 32 * 1024  # shorter parts cannot nest deep enough to cost much
+_LINK_WORDS = register(("://", "www."))
+_VIA = Pattern(r"\s+via\s+\S.*$", re.IGNORECASE)
+_LOCAL_PART_NAME = Pattern(r"[a-z]{2,}(?:[._-][a-z]{2,}){0,2}", re.IGNORECASE)
+_LOCAL_PART_SEPARATORS = Pattern(r"[._-]")
 _MAX_PARTS = 200
 _MAX_DEPTH = 20
+# Labels of codecs Python has that name no mail charset: decoding with them raises for
+# most input (undefined, idna), takes time quadratic in the length (punycode), or reads
+# escape sequences instead of characters.  Text so labelled is read as unlabelled text.
+_NOT_CHARSETS = frozenset(("punycode", "idna", "undefined", "unicode-escape",
+                           "raw-unicode-escape"))
+_DECODING_ERRORS = (UnicodeError, LookupError, ValueError, TypeError)
 
 
-@dataclass(frozen=True, slots=True)
-class Attachment:
+class Attachment(Value):
     """A non-text part, decoded from its transfer encoding."""
 
-    content_type: str
-    filename: str | None
-    data: bytes
-    # An image shown inside the HTML (Content-ID, or inline disposition): a logo or a
-    # signature picture, part of the layout rather than a file sent.
-    inline: bool = False
+    __slots__ = ("content_type", "filename", "data", "inline")
+
+    def __init__(self, content_type: str, filename: str | None, data: bytes,
+                 inline: bool = False) -> None:
+        # inline: an image shown inside the HTML (Content-ID, or inline disposition): a
+        # logo or a signature picture, part of the layout rather than a file sent.
+        init(self, content_type=content_type, filename=filename, data=data, inline=inline)
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """What the fingerprints see of a mail; header text is kept only where it is needed."""
+class Message(Value):
+    """What the fingerprints see of a mail; header text is kept only where it is needed.
 
-    message_id: str | None
-    date: str | None
-    # The bytes after the first LF LF, exactly what chisto counts (empty if there is none).
-    raw_body: bytes
-    # New text of the body: decoded, HTML reduced to text, quotes, signature, footer,
-    # disclaimers and banners set aside.
-    text: str
-    # What was set aside of it: the quoted earlier message(s) alone...
-    quoted: str = ""
-    # ... and disclaimers and banners (mailfilter/boilerplate.py).
-    boilerplate: str = ""
-    attachments: tuple[Attachment, ...] = ()
-    defects: tuple[str, ...] = field(default=())
-    # Every header field as (lowercased name, unfolded value), bounded, for policy rules.
-    headers: tuple[tuple[str, str], ...] = ()
-    # When only a prefix of the body was fingerprinted: a digest of the whole body (see
-    # WholeBodyDigest), so that two huge messages that differ past the cap are not exact
-    # duplicates.  None when the whole body was read.
-    whole_body: bytes | None = None
-    # The From address (lower case, no brackets), the Subject (encoded words decoded),
-    # and the ids of In-Reply-To and References (the thread it answers), for the rules
-    # that tell a message sent again from a new one that looks alike.
-    sender: str | None = None
-    sender_name: str = ""
-    subject: str = ""
-    thread: tuple[str, ...] = ()
-    # Characters of the whole decoded text, quotes and boilerplate included.
-    text_length: int = 0
-    # The events of its text/calendar parts (mailfilter/invitations.py), if any.
-    calendar: CalendarSummary | None = None
-    # Sent by a program, not a person (Auto-Submitted, a cron job, a notifier's address):
-    # its reports and notices repeat their words and change their data.
-    automated: bool = False
-    # The display names and addresses of the writers of the messages it forwards (their
-    # header blocks' From:), those with text of their own.
-    forwarded_from: tuple[str, ...] = ()
+    message_id, date: as in the header.  raw_body: the bytes after the first LF LF,
+    exactly what chisto counts (empty if there is none).  text: the new text of the body
+    — decoded, HTML reduced to text, quotes, signature, footer, disclaimers and banners
+    set aside, links turned into their sites.  quoted: what was set aside of it, the
+    quoted earlier message(s) alone; boilerplate: its disclaimers and banners
+    (mailfilter/boilerplate.py).  defects: what was odd about the input.  headers: every
+    header field as (lowercased name, unfolded value), bounded, for policy rules.
+    whole_body: when only a prefix of the body was fingerprinted, a digest of the whole
+    body (see WholeBodyDigest), so that two huge messages that differ past the cap are
+    not exact duplicates; None when the whole body was read.  sender (the From address,
+    lower case, no brackets), sender_name, subject (encoded words decoded) and thread
+    (the ids of In-Reply-To and References): for the rules that tell a message sent
+    again from a new one that looks alike.  text_length: characters of the whole decoded
+    text, quotes and boilerplate included.  calendar: the events of its text/calendar
+    parts (mailfilter/invitations.py).  automated: sent by a program, not a person
+    (Auto-Submitted, a cron job, a notifier's address): its reports and notices repeat
+    their words and change their data.  forwarded_from: the display names and addresses
+    of the writers of the messages it forwards (their header blocks' From:), those with
+    text of their own.
+    """
+
+    __slots__ = ("message_id", "date", "raw_body", "text", "quoted", "boilerplate",
+                 "attachments", "defects", "headers", "whole_body", "sender", "sender_name",
+                 "subject", "thread", "text_length", "calendar", "automated",
+                 "forwarded_from", "_prepared")
+
+    def __init__(self, message_id: str | None, date: str | None, raw_body: bytes, text: str,
+                 quoted: str = "", boilerplate: str = "",
+                 attachments: tuple[Attachment, ...] = (), defects: tuple[str, ...] = (),
+                 headers: tuple[tuple[str, str], ...] = (), whole_body: bytes | None = None,
+                 sender: str | None = None, sender_name: str = "", subject: str = "",
+                 thread: tuple[str, ...] = (), text_length: int = 0,
+                 calendar: CalendarSummary | None = None, automated: bool = False,
+                 forwarded_from: tuple[str, ...] = (), prepared: Prepared | None = None
+                 ) -> None:
+        init(self, message_id=message_id, date=date, raw_body=raw_body, text=text,
+             quoted=quoted, boilerplate=boilerplate, attachments=attachments,
+             defects=defects, headers=headers, whole_body=whole_body, sender=sender,
+             sender_name=sender_name, subject=subject, thread=thread,
+             text_length=text_length, calendar=calendar, automated=automated,
+             forwarded_from=forwarded_from, _prepared=prepared)
+
+    @property
+    def prepared(self) -> Prepared:
+        """``text`` prepared (mailfilter/text.py): its tokens, made once for the
+        fingerprint and the identifiers alike."""
+        prepared = getattr(self, "_prepared", None)
+        if prepared is None or prepared.text is not self.text:
+            prepared = Prepared(self.text)
+            object.__setattr__(self, "_prepared", prepared)
+        return prepared
 
     @property
     def is_forward(self) -> bool:
-        return bool(_FORWARD_SUBJECT.match(self.subject))
+        return is_forward_subject(self.subject)
 
     @property
     def is_reply(self) -> bool:
         """It answers a message: it names one (In-Reply-To/References) or says Re:."""
-        return bool(self.thread) or bool(_REPLY_SUBJECT.match(self.subject))
+        return bool(self.thread) or is_reply_subject(self.subject)
 
 
 class WholeBodyDigest:
@@ -155,7 +198,7 @@ def transfer_decode(data: bytes, encoding: str, defects: list[str]) -> bytes:
     """Undo a Content-Transfer-Encoding leniently (bad base64 and QP still give bytes)."""
     encoding = encoding.strip().lower()
     if encoding == "base64":
-        cleaned = _NOT_BASE64.sub(b"", data)
+        cleaned = _NOT_BASE64.get().sub(b"", data)
         remainder = len(cleaned) % 4
         if remainder == 1:      # one stray character cannot encode anything: drop it
             cleaned = cleaned[:-1]
@@ -175,13 +218,31 @@ def transfer_decode(data: bytes, encoding: str, defects: list[str]) -> bytes:
     return data
 
 
-def _known_charset(charset: str | None) -> str | None:
+def known_charset(charset: str | None) -> str | None:
+    """The codec name of a charset label, or None when Python knows no text encoding of
+    that name or the codec is no mail charset (see _NOT_CHARSETS); never raises."""
     if not charset:
         return None
     try:
-        return codecs.lookup(charset.strip().strip('"').strip("'")).name
-    except (LookupError, ValueError):
+        info = codecs.lookup(charset.strip().strip('"').strip("'"))
+    except _DECODING_ERRORS:
         return None
+    name = info.name.replace("_", "-")
+    if name in _NOT_CHARSETS or not getattr(info, "_is_text_encoding", True):
+        return None
+    return info.name
+
+
+def decode_lenient(data: bytes, charset: str | None) -> str:
+    """``data`` in ``charset`` with undecodable bytes replaced (UTF-8 for a label that
+    names no mail charset); never raises."""
+    for candidate in (known_charset(charset), "utf-8"):
+        if candidate:
+            try:
+                return data.decode(candidate, "replace")
+            except _DECODING_ERRORS:
+                continue
+    return data.decode("latin-1")
 
 
 def decode_text(data: bytes, charset: str | None, defects: list[str] | None = None) -> str:
@@ -195,31 +256,58 @@ def decode_text(data: bytes, charset: str | None, defects: list[str] | None = No
         if defects is not None:
             defects.append("NUL bytes in text")
     tried = []
-    for candidate in (charset, "utf-8", "cp1252"):
+    for candidate in (known_charset(charset), "utf-8", "cp1252"):
         if candidate and candidate not in tried:
             tried.append(candidate)
             try:
                 return data.decode(candidate)
-            except (UnicodeDecodeError, LookupError):
+            except _DECODING_ERRORS:
                 continue
     if defects is not None and charset:
         defects.append(f"text does not decode as its charset {charset}")
     return data.decode("latin-1")
 
 
+def _nesting_depth(html: str, limit: int) -> int:
+    """How deep the elements of ``html`` nest, as its tags say (elements that never nest
+    or close by themselves not counted); counting stops past ``limit``."""
+    depth = deepest = 0
+    for closing, name in _TAG_NAME.get().findall(html):
+        name = name.lower()
+        if name in _NOT_NESTING:
+            continue
+        if closing:
+            depth = depth - 1 if depth else 0
+        else:
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+    return deepest
+
+
 def html_to_text(html: str) -> str:
-    """Visible text of an HTML part (Lexbor), blockquotes marked as quoted lines."""
+    """Visible text of an HTML part (Lexbor), blockquotes marked as quoted lines.
+
+    A long part whose elements nest deeper than HTML_DEPTH_MAX is not parsed (the
+    parser's work would grow with the square of its length): its tags are stripped."""
     from selectolax.lexbor import LexborHTMLParser  # HTML parts only
     try:
         # A source line break right after <br> or a closing block tag would double the
         # break inserted for the tag: every line of <br>-separated HTML would be followed
         # by a blank one, and line-based rules (quotes, reply headers) would read it
         # otherwise than the same text sent as plain text.
-        html = _BREAK_THEN_NEWLINE.sub(r"\1", html)
+        html = _BREAK_THEN_NEWLINE.get().sub(r"\1", html)
+        if len(html) > _HTML_DEPTH_FROM and _nesting_depth(html, HTML_DEPTH_MAX) > \
+                HTML_DEPTH_MAX:
+            return _TAG.get().sub(" ", html)
         tree = LexborHTMLParser(html)
         for node in tree.css(_HTML_DROP):
             node.decompose()
-        for quote in tree.css("blockquote"):
+        # The outermost blockquotes only: each holds the ones inside it, whose lines its
+        # own "> " marks (a nested one, replaced after it, was no longer in the document).
+        for quote in tree.css("blockquote:not(blockquote blockquote)"):
             inner = quote.text(separator="\n")
             quote.replace_with("\n" + "\n".join("> " + line for line in inner.splitlines())
                                + "\n")
@@ -232,20 +320,22 @@ def html_to_text(html: str) -> str:
         root = tree.body or tree.root
         return root.text(separator="") if root is not None else ""
     except Exception:  # noqa: BLE001 - a broken document is text-less, not fatal
-        return re.sub(r"<[^>]*>", " ", html)
+        return _TAG.get().sub(" ", html)
 
 
-@dataclass(frozen=True, slots=True)
 class _Part:
     """One MIME entity: its header fields (first value of each name) and its raw body."""
 
-    fields: dict[str, str]
-    body: bytes
+    __slots__ = ("fields", "body")
+
+    def __init__(self, fields: dict[str, str], body: bytes) -> None:
+        self.fields = fields
+        self.body = body
 
     @classmethod
     def split(cls, data: bytes) -> _Part:
         head, body = _split_entity(data)
-        return cls(_first_values(read_headers(head)), body)
+        return cls(first_values(read_headers(head)), body)
 
     def media_type(self, default: str = "text/plain") -> tuple[str, dict[str, str]]:
         value = self.fields.get("content-type")
@@ -260,20 +350,13 @@ def _split_entity(data: bytes, defects: list[str] | None = None) -> tuple[bytes,
     head_end = data.find(b"\n\n")
     if head_end >= 0:
         return data[:head_end + 1], data[head_end + 2:]
-    if _HEADER_LINE.match(data):
+    if HEADER_LINE.get().match(data):
         if defects is not None:
             defects.append("no header/body separator: all header, no body")
         return data, b""
     if defects is not None:
         defects.append("no header/body separator: read as body")
     return b"", data
-
-
-def _first_values(fields: list[tuple[str, str]]) -> dict[str, str]:
-    first: dict[str, str] = {}
-    for name, value in fields:
-        first.setdefault(name, value)
-    return first
 
 
 def _split_multipart(body: bytes, boundary: str, defects: list[str]) -> list[bytes] | None:
@@ -313,7 +396,7 @@ def _split_multipart(body: bytes, boundary: str, defects: list[str]) -> list[byt
     return parts
 
 
-_RFC2231_VALUE = re.compile(r"^[^']*'[^']*'")
+_RFC2231_VALUE = Pattern(r"^[^']*'[^']*'")
 _MAX_CONTINUATIONS = 64
 
 
@@ -337,31 +420,31 @@ def _parameter(params: dict[str, str], name: str) -> str | None:
     if not pieces:
         return None
     from urllib.parse import unquote_to_bytes  # rare: not on every message's path
+    prefix_pattern = _RFC2231_VALUE.get()
     first, first_encoded = pieces[0]
     charset = "utf-8"
     if first_encoded:
-        prefix = _RFC2231_VALUE.match(first)
+        prefix = prefix_pattern.match(first)
         if prefix is not None:
             charset = prefix.group(0).split("'")[0] or "utf-8"
     raw = b"".join(
-        unquote_to_bytes(_RFC2231_VALUE.sub("", piece) if number == 0 and encoded else piece)
+        unquote_to_bytes(prefix_pattern.sub("", piece) if number == 0 and encoded else piece)
         if encoded else piece.encode("latin-1", "replace")
         for number, (piece, encoded) in enumerate(pieces))
-    try:
-        return raw.decode(charset, "replace")
-    except LookupError:
-        return raw.decode("utf-8", "replace")
+    return decode_lenient(raw, charset)
 
 
 def _rfc2231(value: str) -> str:
     """One RFC 2231 value (``charset'language'percent-encoded``)."""
     from urllib.parse import unquote  # rare: not on every message's path
-    prefix = _RFC2231_VALUE.match(value)
-    charset = (prefix.group(0).split("'")[0] if prefix else "") or "utf-8"
+    prefix_pattern = _RFC2231_VALUE.get()
+    prefix = prefix_pattern.match(value)
+    charset = known_charset((prefix.group(0).split("'")[0] if prefix else "") or "utf-8")
+    encoded = prefix_pattern.sub("", value)
     try:
-        return unquote(_RFC2231_VALUE.sub("", value), encoding=charset, errors="replace")
-    except LookupError:
-        return unquote(_RFC2231_VALUE.sub("", value), errors="replace")
+        return unquote(encoded, encoding=charset or "utf-8", errors="replace")
+    except _DECODING_ERRORS:
+        return unquote(encoded, errors="replace")
 
 
 class _Collector:
@@ -409,7 +492,7 @@ class _Collector:
                                self.defects)
         inline = media.startswith("image/") and (
             "content-id" in part.fields or disposition.lower().lstrip().startswith("inline"))
-        self.leaf(media, _known_charset(params.get("charset")), disposition, filename, data,
+        self.leaf(media, known_charset(params.get("charset")), disposition, filename, data,
                   inline)
 
     def leaf(self, content_type: str, charset: str | None, disposition: str,
@@ -453,24 +536,35 @@ class _Collector:
                 return
 
 
-def read_headers(head: bytes) -> list[tuple[str, str]]:
-    """Header fields as (lowercased name, unfolded value), at most 1,000, values capped.
-
-    A hand-rolled reader: no header objects are built, so a pathological 14 KB header
-    costs microseconds.
-    """
-    found = _HEADER_FIELD.findall(_UNFOLD_TEXT.sub(" ", head.decode("latin-1")))
-    return [(name.lower(), value[:_HEADER_FIELD_MAX].strip())
-            for name, value in found[:_HEADERS_MAX]]
-
-
 def _media_type(value: str) -> tuple[str, dict[str, str]]:
     """(lowercased type/subtype, parameters) of a Content-Type value; text/plain if bad."""
     media = value.split(";", 1)[0].strip().lower()
     if "/" not in media:
         media = "text/plain"
-    params = {key.lower(): val.strip('"') for key, val in _PARAM.findall(value[:4096])}
+    params = {key.lower(): val.strip('"') for key, val in _PARAM.get().findall(value[:4096])}
     return media, params
+
+
+class Preview(Value):
+    """What is known of a message before its body is read: its Message-ID and the digest
+    of its whole body (as :class:`WholeBodyDigest`: CRs removed), so that a message whose
+    analysis cannot finish in time can still be told by what it names and by its bytes."""
+
+    __slots__ = ("message_id", "body_digest")
+
+    def __init__(self, message_id: str | None, body_digest: bytes) -> None:
+        init(self, message_id=message_id, body_digest=body_digest)
+
+
+def first_look(raw: bytes) -> Preview:
+    """The :class:`Preview` of ``raw``: its header read and its body hashed, nothing more
+    (time linear in the length, a few milliseconds a megabyte); never raises."""
+    data = _MBOX_FROM.get().sub(b"", bytes(raw), count=1)
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+    head, body = _split_entity(data)
+    headers = first_values(read_headers(head))
+    return Preview(headers.get("message-id") or None, whole_body_digest(body))
 
 
 def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
@@ -483,18 +577,25 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     memory; ``raw_body`` is likewise capped.  The whole digest of a longer body goes into
     ``Message.whole_body``; a caller that itself kept only a prefix of the body (the
     milter) passes the :class:`WholeBodyDigest` of all it received as ``whole_body``.
+
+    The steps, in order: the header; the MIME walk (text parts decoded, HTML reduced to
+    text, attachments); the text's reply and forward layouts (:func:`_own_parts`); each
+    part's disclaimers and sign-off (:func:`_cleaned`); links to their sites
+    (:func:`_links_to_sites`); the calendar parts.  The text is prepared once
+    (mailfilter/text.py) and each step reads that preparation while the text it holds
+    is unchanged.
     """
     if not isinstance(raw, (bytes, bytearray, memoryview)):
         raise TypeError("parse() takes bytes")
     raw = bytes(raw)
     defects: list[str] = []
     chisto_body = raw_body(raw)[:max_body_bytes]
-    data = _MBOX_FROM.sub(b"", raw, count=1)
+    data = _MBOX_FROM.get().sub(b"", raw, count=1)
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
     head, body = _split_entity(data, defects)
     fields = read_headers(head)
-    headers = _first_values(fields)
+    headers = first_values(fields)
     if len(body) > max_body_bytes:
         if whole_body is None:
             whole_body = whole_body_digest(body)
@@ -505,66 +606,21 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     defects.extend(collector.defects)
     full_text = "\n".join(collector.texts)
     subject = decode_header_text(headers.get("subject", ""))
-    sender_field = decode_header_text(headers.get("from", ""))
-    sender_name = _display_name(sender_field)
-    if _VIA.search(sender_name):
-        # A list that rewrote From for DMARC ("Ann via list <list@…>"): the writer is in
-        # X-Original-From (Google Groups, Mailman 3) or Reply-To when the list kept it.
-        original = headers.get("x-original-from") or headers.get("x-original-sender") \
-            or headers.get("reply-to")
-        sender_name = _VIA.sub("", sender_name)
-        if original:
-            sender_field = decode_header_text(original)
-            sender_name = _display_name(sender_field) or sender_name
-        else:
-            sender_field = ""
-    # Whose sign-off to look for: the display name, else the address's local part
-    # ("ann.lee@…" signs "Ann"), so that a forward naming "Ann Lee" and her own message
-    # lose the same closing line.
-    signer = sender_name
-    local = (_address(sender_field) or "").partition("@")[0]
-    if not signer and local.lower() not in _PROGRAMS and re.fullmatch(
-            r"[a-z]{2,}(?:[._-][a-z]{2,}){0,2}", local, re.IGNORECASE):
-        signer = re.sub(r"[._-]", " ", local)
-    reply = split_reply(full_text, forward=bool(_FORWARD_SUBJECT.match(subject)),
-                        writer=signer)
-    quoted = reply.quoted
-    if not any(_WORD.search(part) for part in reply.segments) and _WORD.search(full_text) \
-            and not has_attribution(full_text):
-        # All of it looked set aside (a forward quoted with ">", HTML inside <blockquote>),
-        # yet nobody replied to anything: the whole text is the message.
-        parts, writers, quoted = [full_text], [signer], ""
-        forwarded_from: tuple[str, ...] = ()
-    else:
-        parts, writers = list(reply.segments), list(reply.writers)
-        # Who wrote each message it forwards (with text of its own): name and address.
-        forwarded_from = tuple(
-            who for value, part in zip(reply.from_values[1:], reply.segments[1:],
-                                       strict=True) if value and _WORD.search(part)
-            for who in (_display_name(value), _address(value)) if who)
-    # Each part (the writer's own text, each message it forwards) loses its disclaimers,
-    # banners and sign-off block on its own: a forwarder's name line must not take the
-    # forwarded message along.
-    boilerplate_parts = []
-    for number, (part, writer) in enumerate(zip(parts, writers, strict=True)):
-        part, boilerplate = split_boilerplate(part)
-        parts[number] = split_signoff(part, writer)[0]
-        boilerplate_parts.append(boilerplate)
-    text = "\n\n".join(part for part in parts if part.strip()) if len(parts) > 1 \
-        else parts[0]
-    if "://" in text or "www." in text:
-        # A link counts by the site it leads to: its path and query carry tracking tokens,
-        # per-recipient unsubscribe codes and reset tokens, which differ between copies of
-        # one message and say nothing about it.
-        text = _LINK.sub(_link_host, text)
-    boilerplate = "\n\n".join(part for part in boilerplate_parts if part)
+    sender_field, sender_name = _sender(headers)
+    signer = _signer(sender_name, sender_field)
+    full = Prepared(full_text)
+    parts, writers, quoted, forwarded_from = _own_parts(full, subject, signer)
+    prepared, boilerplate = _cleaned(parts, writers, full)
+    prepared = _links_to_sites(prepared)
+    text = prepared.text
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
     calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None
-    if not _WORD.search(text) and collector.html_sources and not collector.attachments:
+    if not _WORD.get().search(text) and collector.html_sources and not collector.attachments:
         # Text-less HTML (image-only spam): let its markup make the digest and chunks.
         collector.attachments.append(Attachment("text/html", None,
                                                 b"".join(collector.html_sources)))
+    sender = address_of(sender_field)
     return Message(
         message_id=headers.get("message-id") or None,
         date=headers.get("date") or None,
@@ -576,15 +632,115 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         headers=tuple(fields),
         whole_body=whole_body,
         boilerplate=boilerplate,
-        sender=_address(sender_field),
+        sender=sender,
         sender_name=sender_name,
         subject=subject,
-        thread=_thread(headers),
+        thread=thread_ids(headers.get("references", ""), headers.get("in-reply-to", "")),
         text_length=len(full_text),
         calendar=calendar,
-        automated=_automated(headers, _address(sender_field)),
+        automated=_automated(headers, sender),
         forwarded_from=forwarded_from,
+        prepared=prepared,
     )
+
+
+def _sender(headers: dict[str, str]) -> tuple[str, str]:
+    """(From value, display name) of the writer.  A list that rewrote From for DMARC
+    ("Ann via list <list@…>"): the writer is in X-Original-From (Google Groups, Mailman 3)
+    or Reply-To when the list kept it."""
+    sender_field = decode_header_text(headers.get("from", ""))
+    sender_name = display_name(sender_field)
+    via = _VIA.get()
+    if via.search(sender_name):
+        original = headers.get("x-original-from") or headers.get("x-original-sender") \
+            or headers.get("reply-to")
+        sender_name = via.sub("", sender_name)
+        if original:
+            sender_field = decode_header_text(original)
+            sender_name = display_name(sender_field) or sender_name
+        else:
+            sender_field = ""
+    return sender_field, sender_name
+
+
+def _signer(sender_name: str, sender_field: str) -> str:
+    """Whose sign-off to look for: the display name, else the address's local part
+    ("ann.lee@…" signs "Ann"), so that a forward naming "Ann Lee" and her own message
+    lose the same closing line."""
+    if sender_name:
+        return sender_name
+    local = (address_of(sender_field) or "").partition("@")[0]
+    if local.lower() not in _PROGRAMS and _LOCAL_PART_NAME.get().fullmatch(local):
+        return _LOCAL_PART_SEPARATORS.get().sub(" ", local)
+    return ""
+
+
+def _own_parts(full: Prepared, subject: str, signer: str
+               ) -> tuple[list[str], list[str], str, tuple[str, ...]]:
+    """Step: the reply and forward layouts (mailfilter/quotes.py).  (the writer's own text
+    and each message it forwards, who wrote each, the quoted text set aside, the writers
+    of the forwarded messages with text of their own: name and address)."""
+    full_text = full.text
+    reply = split_reply(full_text, forward=is_forward_subject(subject), writer=signer,
+                        prepared=full)
+    word = _WORD.get()
+    if not any(word.search(part) for part in reply.segments) and word.search(full_text) \
+            and not has_attribution(full_text, full):
+        # All of it looked set aside (a forward quoted with ">", HTML inside <blockquote>),
+        # yet nobody replied to anything: the whole text is the message.
+        return [full_text], [signer], "", ()
+    forwarded_from = tuple(
+        who for value, part in zip(reply.from_values[1:], reply.segments[1:], strict=True)
+        if value and word.search(part)
+        for who in (display_name(value), address_of(value)) if who)
+    return list(reply.segments), list(reply.writers), reply.quoted, forwarded_from
+
+
+def _cleaned(parts: list[str], writers: list[str], full: Prepared) -> tuple[Prepared, str]:
+    """Steps: disclaimers and banners (mailfilter/boilerplate.py), then the sign-off
+    (quotes.split_signoff), each part on its own: a forwarder's name line must not take
+    the forwarded message along.  (the parts joined, prepared; the boilerplate)."""
+    cleaned: list[Prepared] = []
+    boilerplate_parts = []
+    for part, writer in zip(parts, writers, strict=True):
+        prepared = prepare(part, (full,))
+        kept, boilerplate = split_boilerplate(part, prepared)
+        prepared = prepare(kept, (prepared,))
+        kept = split_signoff(kept, writer, prepared)[0]
+        cleaned.append(prepared.prefix(len(kept)))      # what it keeps is a prefix
+        boilerplate_parts.append(boilerplate)
+    boilerplate = "\n\n".join(part for part in boilerplate_parts if part)
+    if len(cleaned) == 1:
+        return cleaned[0], boilerplate
+    return Prepared("\n\n".join(part.text for part in cleaned if part.text.strip())), \
+        boilerplate
+
+
+def _links_to_sites(prepared: Prepared) -> Prepared:
+    """Step: a link counts by the site it leads to: its path and query carry tracking
+    tokens, per-recipient unsubscribe codes and reset tokens, which differ between copies
+    of one message and say nothing about it.  Only lines that hold a link word are
+    rewritten (a link never spans lines)."""
+    text = prepared.text
+    if "://" not in text and "www." not in text:
+        return prepared
+    link = LINK.get()
+    if not prepared.aligned:
+        return Prepared(link.sub(link_site, text))
+    pieces = []
+    last = line_end = 0
+    for at in prepared.starts(_LINK_WORDS):
+        if at < line_end:
+            continue
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        line_end = len(text) if end < 0 else end
+        pieces.append(text[last:start])
+        pieces.append(link.sub(link_site, text[start:line_end]))
+        last = line_end
+    pieces.append(text[last:])
+    rewritten = "".join(pieces)
+    return prepared if rewritten == text else Prepared(rewritten)
 
 
 _PROGRAMS = frozenset((
@@ -610,20 +766,10 @@ def _automated(headers: dict[str, str], sender: str | None) -> bool:
     return local in _PROGRAMS or local.startswith(("noreply", "no-reply", "donotreply"))
 
 
-def _thread(headers: dict[str, str]) -> tuple[str, ...]:
-    """Ids of the messages this one answers: the thread's root (first of References),
-    then the closest ones (In-Reply-To and the end of References), at most six."""
-    ids = _MESSAGE_IDS.findall(headers.get("references", ""))
-    ids += _MESSAGE_IDS.findall(headers.get("in-reply-to", ""))
-    if len(ids) > 6:
-        ids = ids[:1] + ids[-5:]
-    return tuple(dict.fromkeys(ids))
-
-
 def decode_header_text(value: str) -> str:
     """A header value with RFC 2047 encoded words decoded (best effort, never raises); a
     word in an unknown charset is read as Latin-1, as raw 8-bit header bytes are."""
-    if _ENCODED_WORD not in value:
+    if "=?" not in value:
         return value
     try:
         from email.header import decode_header  # only for encoded values
@@ -634,46 +780,11 @@ def decode_header_text(value: str) -> str:
                 pieces.append(data)
                 continue
             try:
-                pieces.append(data.decode(_known_charset(charset) or "latin-1"))
-            except UnicodeDecodeError:
+                pieces.append(data.decode(known_charset(charset) or "latin-1"))
+            except _DECODING_ERRORS:
                 pieces.append(data.decode("latin-1"))
         return "".join(pieces)
     except Exception:  # noqa: BLE001 - an undecodable word stays as it came
         return value
 
 
-def _link_host(match: re.Match[str]) -> str:
-    """The site a link leads to: its registered domain, lower case (no user, port, path or
-    query, no tracking subdomain like ``u9414681.ct.sendgrid.net``)."""
-    host = match.group(1).rpartition("@")[2].partition(":")[0].lower()
-    return site_of(host)
-
-
-# Second-level labels under which registries sell names (example.co.uk, example.com.au).
-_SECOND_LEVEL = frozenset(("co", "com", "org", "net", "ac", "gov", "edu", "ne", "or", "go"))
-
-
-def site_of(host: str) -> str:
-    """The domain an organisation registered (``mail.example.co.uk`` → ``example.co.uk``),
-    without a list of public suffixes: the last two labels, or three under a common
-    second-level label of a country code."""
-    labels = host.strip(".").split(".")
-    if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL:
-        return ".".join(labels[-3:])
-    return ".".join(labels[-2:])
-
-
-def _display_name(value: str) -> str:
-    """The display name of a From value ("Ann Lee" of "Ann Lee <ann@x>"), or ""."""
-    name = value.split("<", 1)[0] if "<" in value else ""
-    if not name and "(" in value:       # old style: ann@x (Ann Lee)
-        name = value[value.find("(") + 1:value.rfind(")")]
-    return name.strip().strip('"').strip()
-
-
-def _address(value: str) -> str | None:
-    """The first mail address of a From value, lower case, without brackets."""
-    found = _ADDRESS.search(value)
-    if found is None:
-        return value.strip().lower() or None
-    return (found.group(1) or found.group(2)).lower()

@@ -6,7 +6,8 @@ client adds of the earlier message is set aside before the text is fingerprinted
 * lines quoted with ``>`` (and ``|>``), and the unquoted tails that re-wrapping broke off
   a long quoted line;
 * attribution lines, one or two lines long: ``On Mon, 1 Dec 2026 at 10:00, Ann <…> wrote:``
-  (Gmail, Apple Mail, Thunderbird, iPhone), and their German, French and Spanish forms;
+  (Gmail, Apple Mail, Thunderbird, iPhone), and their German, French, Spanish, Dutch,
+  Italian, Portuguese, Scandinavian and Polish forms;
 * everything below a reply separator: Outlook's ``-----Original Message-----``, modern
   Outlook's line of underscores over a ``From:/Sent:/To:/Subject:`` block, or that block
   alone (Outlook Web, new Outlook, many phones) — unless the message is a forward, or an
@@ -16,108 +17,105 @@ client adds of the earlier message is set aside before the text is fingerprinted
 * a ``-- `` signature, "Sent from my iPhone" lines, and a list footer under a rule line
   (10+ of ``-=_~*#``) among the last lines.
 
-Regular expressions over the whole text do the work, each behind a literal test of a word
-it needs, so that most texts never run the slower patterns.  Pure functions.
+Each pattern runs only where the one keyword scan of the text (mailfilter/text.py) found a
+word it needs, and each finds its matches in one pass: no step scans the text again from
+the start for each line, block or round, so the work grows with the text's length, not
+with its square (tests/test_hostile_input.py measures it).  Pure functions.
 """
 
 from __future__ import annotations
 
-import functools
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-_QUOTED_LINE = re.compile(r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)", re.MULTILINE)
+from mailfilter.text import Pattern, Prepared, prepare, register
+
+_M, _I = re.MULTILINE, re.IGNORECASE
+_QUOTED_LINE = Pattern(r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)", _M)
 # "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, found by the verb at the end
-# of a line first (a literal scan), then checked on that line (or that line and the one
-# above: Gmail wraps a long attribution).
+# of a line first (where the keyword scan found one), then checked on that line (or that
+# line and the one above: Gmail wraps a long attribution).
 _VERBS = r"wrote|writes|schrieb|a écrit|escribió|schreef|ha scritto|escreveu|skrev|napisał"
-_ATTRIBUTION_END = re.compile(rf"(?:{_VERBS})[ \t\xa0]*:[ \t]*$",
-                              re.MULTILINE | re.IGNORECASE)
-_ATTRIBUTION = re.compile(
+_ATTRIBUTION_END = Pattern(rf"(?:{_VERBS})[ \t\xa0]*:[ \t]*$", _M | _I)
+_ATTRIBUTION = Pattern(
     rf"[ \t]*(?:(?:on|am|le|el|op|il|em|den|dnia)\b.{{0,200}}?\b(?:{_VERBS})"
-    r"|.{0,120}?\b(?:wrote|writes))[ \t\xa0]*:[ \t]*", re.IGNORECASE | re.DOTALL)
-_ATTRIBUTION_START = re.compile(r"[ \t]*(?:on|am|le|el|op|il|em|den|dnia)\b", re.IGNORECASE)
-_OUTLOOK_ORIGINAL = re.compile(
-    r"^[ \t]*-{2,}[ \t]*(?:original message|ursprüngliche nachricht|message d'origine"
+    r"|.{0,120}?\b(?:wrote|writes))[ \t\xa0]*:[ \t]*", _I | re.DOTALL)
+_ATTRIBUTION_START = Pattern(r"[ \t]*(?:on|am|le|el|op|il|em|den|dnia)\b", _I)
+_OUTLOOK_ORIGINAL = Pattern(
+    r"^[ \t]*-{2,}+[ \t]*(?:original message|ursprüngliche nachricht|message d'origine"
     r"|mensaje original|oorspronkelijk bericht|messaggio originale|mensagem original)"
-    r"[ \t]*-{2,}[ \t]*$",
-                               re.MULTILINE | re.IGNORECASE)
-_UNDERSCORE_LINE = re.compile(r"^[ \t]*_{10,}[ \t]*$", re.MULTILINE)
-_FORWARD_LINE = re.compile(
-    r"^[ \t]*(?:-{2,}[ \t]*(?:forwarded message"
+    r"[ \t]*-{2,}+[ \t]*$", _M | _I)
+_UNDERSCORE_LINE = Pattern(r"^[ \t]*_{10,}+[ \t]*$", _M)
+# Possessive dash runs ({2,}+): no word of the alternatives starts with a dash, so giving
+# dashes back could never help, and a long run of them would be tried at every length.
+_FORWARD_LINE = Pattern(
+    r"^[ \t]*(?:-{2,}+[ \t]*(?:forwarded message"
     r"|weitergeleitete nachricht|message transféré|mensaje reenviado"
-    r"|doorgestuurd bericht|messaggio inoltrato)[ \t]*-{2,}|begin forwarded message:"
-    r"|-{2,}[ \t]*begin forwarded text|-{2,}[ \t]*forwarded message from [^\n]{1,150}-{2,}"
+    r"|doorgestuurd bericht|messaggio inoltrato)[ \t]*-{2,}+|begin forwarded message:"
+    r"|-{2,}+[ \t]*begin forwarded text|-{2,}+[ \t]*forwarded message from [^\n]{1,150}-{2,}"
     r"|début du message (?:réexpédié|transféré)[ \t]*:|anfang der weitergeleiteten "
-    r"(?:nachricht|e-mail)[ \t]*:|inizio messaggio inoltrato[ \t]*:)[ \t]*$",
-    re.MULTILINE | re.IGNORECASE)
-_FORWARD_WORDS = re.compile(
-    r"forwarded message|forwarded text|weitergeleitete|message transféré"
-    r"|mensaje reenviado|doorgestuurd bericht|messaggio inoltrato|message réexpédié",
-    re.IGNORECASE)
+    r"(?:nachricht|e-mail)[ \t]*:|inizio messaggio inoltrato[ \t]*:)[ \t]*$", _M | _I)
 # mutt's closing line of a forwarded message.
-_FORWARD_END = re.compile(r"^[ \t]*-{2,}[ \t]*end (?:of )?forwarded message[ \t]*-{2,}[ \t]*$",
-                          re.MULTILINE | re.IGNORECASE)
+_FORWARD_END = Pattern(r"^[ \t]*-{2,}+[ \t]*end (?:of )?forwarded message[ \t]*-{2,}+[ \t]*$",
+                       _M | _I)
 # Header lines of a quoted or forwarded message, as clients write them in English, German,
 # French, Spanish, Dutch, Italian and Portuguese (French puts a space, often a no-break
 # space, before the colon).
-_PSEUDO_HEADER = re.compile(
+_PSEUDO_HEADER = Pattern(
     r"[ \t]*\*?(?:from|date|sent|subject|to|cc|bcc|reply-to|importance|von|gesendet|datum"
     r"|an|betreff|kopie|de|envoyé|date d'envoi|à|objet|cc|enviado|enviado el|fecha|para"
     r"|asunto|van|verzonden|aan|onderwerp|datum|da|inviato|data|oggetto|a|enviada|assunto"
-    r"|mensagem original)\*?[ \t\xa0]*:", re.IGNORECASE)
+    r"|mensagem original)\*?[ \t\xa0]*:", _I)
 # The first line of a reply header block (Outlook, Outlook Web, phones): "From: …".
-_BLOCK_FROM = re.compile(r"^[ \t]*\*?(?:from|von|de|van|da)\*?[ \t\xa0]*:[^\n]*\S",
-                         re.MULTILINE | re.IGNORECASE)
-_BLOCK_DATE = re.compile(
+_BLOCK_FROM = Pattern(r"^[ \t]*\*?(?:from|von|de|van|da)\*?[ \t\xa0]*:[^\n]*\S", _M | _I)
+_BLOCK_DATE = Pattern(
     r"[ \t]*\*?(?:sent|date|gesendet|datum|envoyé|date d'envoi|enviado|enviado el|fecha"
-    r"|verzonden|inviato|data|enviada)\*?[ \t\xa0]*:", re.IGNORECASE)
-_LINE = re.compile(r"[^\n]*(?:\n|\Z)")
-_WORDS_ABOVE = re.compile(r"[^\W_]")
+    r"|verzonden|inviato|data|enviada)\*?[ \t\xa0]*:", _I)
+_LINE = Pattern(r"[^\n]*(?:\n|\Z)")
+_WORDS_ABOVE = Pattern(r"[^\W_]")
+_NOT_SPACE = Pattern(r"\S")
 # A signature separator line ``-- `` (or ``--``): searched for as "\n--", a literal prefix
 # that the regex engine finds fast; only the very first line needs the anchored pattern.
-_SIGNATURE_FIRST_LINE = re.compile(r"-- ?(?:\n|\Z)")
-_SIGNATURE_LINE = re.compile(r"\n-- ?(?:\n|\Z)")
-_MOBILE_SIGNATURE = re.compile(
+_SIGNATURE_FIRST_LINE = Pattern(r"-- ?(?:\n|\Z)")
+_SIGNATURE_LINE = Pattern(r"\n-- ?(?:\n|\Z)")
+_MOBILE_SIGNATURE = Pattern(
     r"^[ \t]*(?:sent from (?:my |the )?[\w .'-]{2,40}|get outlook for (?:ios|android)"
     r"(?:[ \t]*<[^>\n]{1,200}>)?"
     r"|sent from (?:outlook|mail|yahoo mail)(?: for [\w ]{2,20})?|von meinem [\w -]{2,30} "
     r"gesendet|envoyé de mon [\w -]{2,30}|enviado desde mi [\w -]{2,30}"
     r"|verstuurd vanaf mijn [\w -]{2,30}|inviato da [\w -]{2,30}"
-    r"|enviado do meu [\w -]{2,30})[ \t.!]*$", re.MULTILINE | re.IGNORECASE)
+    r"|enviado do meu [\w -]{2,30})[ \t.!]*$", _M | _I)
 # A rule line: 10+ of -=_~*#, or a rule with a few words in it ("---- Yahoo! Groups Sponsor
 # ---~-->", "===== List footer =====").
 # Possessive runs ({3,}+): the rule characters and the optional ending share "-" and "~",
 # and a long rule followed by text would otherwise be tried at every split (80 ms on one
 # corpus message's 99 dashes).
-_RULE_LINE = re.compile(
-    r"^[ \t]*(?:[-=_~*#]{3,}+|[-=_~*#]{4,}+[^\n]{1,60}?[-=_~*#]{4,}+)[~>-]*+[ \t]*$",
-    re.MULTILINE)
-_CASE_SENSITIVE = {pattern: re.compile(pattern.pattern, pattern.flags & ~re.IGNORECASE)
-                   for pattern in (_OUTLOOK_ORIGINAL, _FORWARD_WORDS, _ATTRIBUTION_END,
-                                   _MOBILE_SIGNATURE, _BLOCK_FROM, _FORWARD_END)}
-# Words (lower case) one of which every match of the pattern contains: ``in`` over the
-# lower-case copy rules most texts out far faster than running the pattern over them.
+_RULE_LINE = Pattern(
+    r"^[ \t]*(?:[-=_~*#]{3,}+|[-=_~*#]{4,}+[^\n]{1,60}?[-=_~*#]{4,}+)[~>-]*+[ \t]*$", _M)
+# Words (lower case) one of which every match of the pattern contains: the keyword scan
+# rules most texts out before any pattern runs.
 _KEYWORDS = {
-    _OUTLOOK_ORIGINAL: ("original message", "ursprüngliche nachricht", "message d'origine",
-                        "mensaje original", "oorspronkelijk bericht", "messaggio originale",
-                        "mensagem original"),
-    _FORWARD_WORDS: ("forwarded message", "forwarded text", "weitergeleitete",
-                     "message transféré", "mensaje reenviado", "doorgestuurd bericht",
-                     "messaggio inoltrato", "message réexpédié"),
-    _ATTRIBUTION_END: ("wrote", "writes", "schrieb", "a écrit", "escribió", "schreef",
-                       "ha scritto", "escreveu", "skrev", "napisał"),
-    _MOBILE_SIGNATURE: ("sent from", "get outlook", "gesendet", "envoyé de", "enviado desde",
-                        "verstuurd vanaf", "inviato da", "enviado do"),
-    _FORWARD_END: ("end forwarded", "end of forwarded"),
-    _BLOCK_FROM: ("from:", "from :", "from*:", "von:", "de:", "de :", "de\xa0:", "van:",
-                  "da:"),
+    _OUTLOOK_ORIGINAL: register(("original message", "ursprüngliche nachricht",
+                                 "message d'origine", "mensaje original",
+                                 "oorspronkelijk bericht", "messaggio originale",
+                                 "mensagem original")),
+    _FORWARD_LINE: register(("forwarded message", "forwarded text", "weitergeleitete",
+                             "message transféré", "mensaje reenviado", "doorgestuurd bericht",
+                             "messaggio inoltrato", "message réexpédié")),
+    _ATTRIBUTION_END: register(("wrote", "writes", "schrieb", "a écrit", "escribió",
+                                "schreef", "ha scritto", "escreveu", "skrev", "napisał")),
+    _MOBILE_SIGNATURE: register(("sent from", "get outlook", "gesendet", "envoyé de",
+                                 "enviado desde", "verstuurd vanaf", "inviato da",
+                                 "enviado do")),
+    _FORWARD_END: register(("end forwarded", "end of forwarded")),
+    _BLOCK_FROM: register(("from:", "from :", "from*:", "von:", "de:", "de :", "de\xa0:",
+                           "van:", "da:")),
 }
-_ALL_KEYWORDS = frozenset(word for words in _KEYWORDS.values() for word in words)
-_KEYWORDS = {pattern: frozenset(words) for pattern, words in _KEYWORDS.items()}
+_CASE_SENSITIVE = {pattern: Pattern(pattern.source, pattern.flags & ~_I)
+                   for pattern in _KEYWORDS}
 _FOOTER_LINES = 15
-_RULE_START = re.compile(r"^[ \t]*[-=_~*#]{3}", re.MULTILINE)
+_RULE_START = Pattern(r"^[ \t]*[-=_~*#]{3}", _M)
 # What a list footer says (one of these must be under the rule line: a rule over a table
 # of figures, or over the rest of a report, is no footer).
 _FOOTER_WORDS = ("unsubscribe", "subscribe", "mailing list", "listinfo", "list info",
@@ -130,98 +128,216 @@ _WRAPPED_QUOTE_MIN = 50
 _WRAPPED_TAIL_MAX = 45
 
 
-@dataclass(frozen=True, slots=True)
 class Reply:
     """A text split into what its author wrote and what was set aside."""
 
-    text: str          # the new text (its segments joined)
-    aside: str         # everything set aside (quotes, attributions, signature, footer)
-    quoted: str        # of that, the quoted earlier message(s) alone
-    # The new text in parts: the writer's own, then each forwarded message it carries;
-    # with the name of who wrote each part ("" when unknown), so that sign-offs are
-    # recognised part by part (a forwarder's name must not swallow what it forwards).
-    segments: tuple[str, ...] = ()
-    writers: tuple[str, ...] = ()
-    # The From: value of each part's header block ("" for the writer's own part).
-    from_values: tuple[str, ...] = ()
+    __slots__ = ("text", "aside", "quoted", "segments", "writers", "from_values")
+
+    def __init__(self, text: str, aside: str, quoted: str, segments: tuple[str, ...] = (),
+                 writers: tuple[str, ...] = (), from_values: tuple[str, ...] = ()) -> None:
+        self.text = text          # the new text (its segments joined)
+        self.aside = aside        # everything set aside (quotes, attributions, signature…)
+        self.quoted = quoted      # of that, the quoted earlier message(s) alone
+        # The new text in parts: the writer's own, then each forwarded message it carries;
+        # with the name of who wrote each part ("" when unknown), so that sign-offs are
+        # recognised part by part (a forwarder's name must not swallow what it forwards).
+        self.segments = segments
+        self.writers = writers
+        # The From: value of each part's header block ("" for the writer's own part).
+        self.from_values = from_values
+
+    def __repr__(self) -> str:
+        return f"Reply(text={self.text!r}, aside={self.aside!r}, quoted={self.quoted!r})"
 
 
-def _scan(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
-    """``pattern``'s matches in ``text``, found in its lower-case copy when lowering keeps
-    every offset: Python's ``re`` is many times slower with IGNORECASE on large texts."""
-    lowered = _lowered(text)
-    if _KEYWORDS[pattern].isdisjoint(_present(lowered)):
+def _scan(pattern: Pattern, prepared: Prepared) -> Iterator[re.Match[str]]:
+    """``pattern``'s matches in the text, found case-sensitively in its lower-case copy
+    when lowering kept every offset; none at all when none of its words occurs."""
+    if not prepared.any(_KEYWORDS[pattern]):
         return iter(())
-    if len(lowered) == len(text):
-        return _CASE_SENSITIVE[pattern].finditer(lowered)
-    return pattern.finditer(text)
+    if prepared.aligned:
+        return _CASE_SENSITIVE[pattern].get().finditer(prepared.lowered)
+    return pattern.get().finditer(prepared.text)
 
 
-@functools.lru_cache(maxsize=4)
-def _present(lowered: str) -> frozenset[str]:
-    """Which keywords of all the patterns occur in ``lowered`` (one pass per text)."""
-    return frozenset(word for word in _ALL_KEYWORDS if word in lowered)
+class _Layout:
+    """What :func:`split_reply` asks of one text, each answer found once: its reply header
+    blocks, Outlook separators, forward lines and the ends of pseudo-header runs.  Rounds
+    of the splitter move forward through these lists; nothing is searched again from the
+    start of the text."""
 
+    def __init__(self, prepared: Prepared) -> None:
+        self.prepared = prepared
+        text = self.text = prepared.text
+        self.forwards = _forward_lines(prepared)
+        self.originals = list(_scan(_OUTLOOK_ORIGINAL, prepared))
+        self.original_starts = [hit.start() for hit in self.originals]
+        self.froms = list(_scan(_BLOCK_FROM, prepared))
+        self.from_starts = [hit.start() for hit in self.froms]
+        self.next_from = 0               # block starts before this one failed for good
+        self.run_ends: dict[int, int] = {}     # pseudo-header line start → its block's end
+        self.tops: dict[int, int] = {}         # line start → top of the pseudo-header run
+        self.forward_spans = [(line.start(), line.end()) for line in self.forwards]
+        # A header block right under a forward separator line belongs to the forward:
+        # text between the last forward line's end and a block is blank up to here.
+        if self.forwards:
+            self.last_forward_end = max(line.end() for line in self.forwards)
+            found = _NOT_SPACE.get().search(text, self.last_forward_end)
+            self.blank_until = len(text) if found is None else found.start()
+        self.words_from: tuple[int, int] = (-1, -1)   # (begin, first word line from there)
 
-@functools.lru_cache(maxsize=4)
-def _lowered(text: str) -> str:
-    """One lower-case copy per text for the several scans of :func:`split_reply`."""
-    return text.lower()
+    # -- header blocks ----------------------------------------------------------------
 
-
-def _header_block_end(text: str, position: int) -> int:
-    """End of the ``From:/Sent:/To:/Subject:`` lines that start at ``position`` (a blank
-    line may come first; a field value may wrap onto an indented line)."""
-    begun = False
-    for match in _LINE.finditer(text, position):
-        line = match.group(0)
-        if not line.strip():
-            if not begun:
+    def block_end(self, position: int) -> int:
+        """End of the ``From:/Sent:/To:/Subject:`` lines that start at ``position`` (a
+        blank line may come first; a field value may wrap onto an indented line)."""
+        text = self.text
+        line = _LINE.get()
+        pseudo = _PSEUDO_HEADER.get()
+        for match in line.finditer(text, position):
+            content = match.group(0)
+            if not content.strip():
                 continue
-            return match.end()
-        begun = True
-        if not _PSEUDO_HEADER.match(line) and not (line[:1] in " \t" and
-                                                   match.start() > position):
-            return match.start()
-    return len(text)
+            if not pseudo.match(content) and not (content[:1] in " \t"
+                                                   and match.start() > position):
+                return match.start()
+            return self._run_end(match.end())
+        return len(text)
 
+    def _run_end(self, start: int) -> int:
+        """Where a run of header lines ends when it goes on at ``start`` (each line
+        start's answer kept: a run is walked once, whichever line it is asked from)."""
+        known = self.run_ends
+        text = self.text
+        pseudo = _PSEUDO_HEADER.get()
+        visited = []
+        end = len(text)
+        position = start
+        while position <= len(text):
+            if position in known:
+                end = known[position]
+                break
+            visited.append(position)
+            newline = text.find("\n", position)
+            line_end = len(text) if newline < 0 else newline + 1
+            content = text[position:line_end]
+            if not content.strip():
+                end = line_end
+                break
+            if not pseudo.match(content) and content[:1] not in " \t":
+                end = position
+                break
+            if newline < 0:
+                break
+            position = line_end
+        for position in visited:
+            known[position] = end
+        return end
 
-def _reply_block(text: str, begin: int = 0) -> tuple[int, int] | None:
-    """(start, end of header block) of the first reply header block below some new text:
-    a ``From:`` line with a ``Sent:``/``Date:`` line among the next three pseudo-header
-    lines — Outlook's (under a line of underscores, or alone), Outlook Web's, phones'.
-    A block with no words above it starts a pasted or forwarded message, not a reply."""
-    for found in _scan(_BLOCK_FROM, text):
-        if found.start() < begin:
-            continue
-        start = text.rfind("\n", 0, found.start()) + 1
-        while start > 0:            # the block may begin with To:, Date: … above From:
+    def _top(self, start: int) -> int:
+        """The first line of the pseudo-header lines right above and including the line
+        at ``start`` (the block may begin with To:, Date: … above From:)."""
+        tops = self.tops
+        text = self.text
+        pseudo = _PSEUDO_HEADER.get()
+        visited = []
+        while start > 0:
+            if start in tops:
+                start = tops[start]
+                break
+            visited.append(start)
             above = text.rfind("\n", 0, start - 1) + 1
-            if not _PSEUDO_HEADER.match(text, above, start):
+            if not pseudo.match(text, above, start):
                 break
             start = above
-        if not _WORDS_ABOVE.search(_FORWARD_LINE.sub("", text[begin:start])):
-            continue
-        end = _header_block_end(text, start)
-        block = text[start:end].split("\n")
-        fields = [line for line in block if _PSEUDO_HEADER.match(line)]
-        if len(fields) < 3 or not any(_BLOCK_DATE.match(line) for line in fields[:4]):
-            continue
-        rule = _UNDERSCORE_LINE.search(text, max(0, start - 200), start)
-        if rule is not None and not text[rule.end():start].strip():
-            start = rule.start()
-        return start, end
-    return None
+        for line in visited:
+            tops[line] = start
+        return start
 
+    def _words_above(self, begin: int, start: int) -> bool:
+        """A line with a word, other than a forward separator line, in [begin, start)."""
+        known_begin, first = self.words_from
+        if not (known_begin <= begin <= first):
+            first = self._first_word_line(begin)
+        self.words_from = (begin, first)
+        return first < start
 
-def _is_inline_reply(text: str, start: int, block_end: int, begin: int = 0) -> bool:
-    """Outlook Express style: nothing but blank or quoted lines above the separator (from
-    ``begin``, where a forwarded message starts), and the quoted original (answered
-    between its lines) right below its header block."""
-    above = text[begin:start]
-    if any(line.strip() and not line.lstrip().startswith(">") for line in above.split("\n")):
-        return False
-    return text[block_end:].lstrip("\n").lstrip().startswith(">")
+    def _first_word_line(self, begin: int) -> int:
+        text = self.text
+        words = _WORDS_ABOVE.get()
+        spans = self.forward_spans
+        position = begin
+        while (found := words.search(text, position)) is not None:
+            at = found.start()
+            index = bisect_left(spans, (at + 1,)) - 1
+            if index >= 0 and spans[index][0] <= at < spans[index][1]:
+                position = spans[index][1]
+                continue
+            return at
+        return len(text) + 1
+
+    def reply_block(self, begin: int) -> tuple[int, int] | None:
+        """(start, end of header block) of the first reply header block below some new
+        text from ``begin`` on: a ``From:`` line with a ``Sent:``/``Date:`` line among the
+        next three pseudo-header lines — Outlook's (under a line of underscores, or alone),
+        Outlook Web's, phones'.  A block with no words above it starts a pasted or
+        forwarded message, not a reply."""
+        text = self.text
+        pseudo = _PSEUDO_HEADER.get()
+        date = _BLOCK_DATE.get()
+        index = max(self.next_from, bisect_left(self.from_starts, begin))
+        while index < len(self.froms):
+            found = self.froms[index]
+            start = self._top(found.start())
+            # Failing here fails for every later begin too (fewer lines above), and the
+            # fields below never change: such a block is not looked at again.
+            failed = True
+            if self._words_above(begin, start):
+                end = self.block_end(start)
+                fields: list[int] = []
+                position = start
+                while position < end and len(fields) < 4:
+                    newline = text.find("\n", position, end)
+                    line_end = end if newline < 0 else newline
+                    if pseudo.match(text, position, line_end):
+                        fields.append(position)
+                    position = line_end + 1
+                if len(fields) >= 3 and any(date.match(text, field) for field in fields[:4]):
+                    failed = False
+            if failed:
+                index = self.next_from = index + 1
+                continue
+            rule = _UNDERSCORE_LINE.get().search(text, max(0, start - 200), start)
+            if rule is not None and not text[rule.end():start].strip():
+                start = rule.start()
+            return start, end
+        return None
+
+    def separator(self, begin: int) -> tuple[int, int] | None:
+        """(start, header block end) of the first reply separator from ``begin`` on, or
+        None.  A header block right under a forward separator line belongs to the
+        forward."""
+        number = bisect_left(self.original_starts, begin)
+        original = self.originals[number] if number < len(self.originals) else None
+        block = self.reply_block(begin)
+        if block is not None and self.forwards and (
+                self.last_forward_end >= block[0] or self.blank_until >= block[0]):
+            block = None
+        if original is not None and (block is None or original.start() <= block[0]):
+            return original.start(), self.block_end(original.end() + 1)
+        return block
+
+    def is_inline_reply(self, start: int, block_end: int, begin: int = 0) -> bool:
+        """Outlook Express style: nothing but blank or quoted lines above the separator
+        (from ``begin``, where a forwarded message starts), and the quoted original
+        (answered between its lines) right below its header block."""
+        text = self.text
+        above = text[begin:start]
+        if any(line.strip() and not line.lstrip().startswith(">")
+               for line in above.split("\n")):
+            return False
+        below = _NOT_SPACE.get().search(text, block_end)
+        return below is not None and text[below.start()] == ">"
 
 
 def _footer_start(text: str) -> int | None:
@@ -238,10 +354,11 @@ def _footer_start(text: str) -> int | None:
         if previous < 0:
             break
     rule = None
+    rule_line = _RULE_LINE.get()
     # Lines that begin with 4+ rule characters are rare: found by a simple pattern, then
     # each checked against the whole rule-line pattern.
-    for start in _RULE_START.finditer(text, tail_start):
-        if _RULE_LINE.match(text, start.start()):
+    for start in _RULE_START.get().finditer(text, tail_start):
+        if rule_line.match(text, start.start()):
             below = text[start.start():].lower()
             # A footer says what a list footer says, and is shorter than the message.
             below_words = len(below.split())
@@ -257,55 +374,80 @@ def _footer_start(text: str) -> int | None:
 
 def _signature_start(text: str) -> int | None:
     """Where a ``-- `` signature line starts, or None."""
-    if _SIGNATURE_FIRST_LINE.match(text):
+    if _SIGNATURE_FIRST_LINE.get().match(text):
         return 0
-    found = _SIGNATURE_LINE.search(text)
+    found = _SIGNATURE_LINE.get().search(text)
     return None if found is None else found.start() + 1
 
 
-def _forward_lines(text: str) -> list[re.Match[str]]:
-    """Forward separator lines: found by their words first, then checked whole."""
+def _forward_lines(prepared: Prepared) -> list[re.Match[str]]:
+    """Forward separator lines: each line where the keyword scan found a forward word,
+    checked whole once (however many such words it holds)."""
+    if not prepared.any(_KEYWORDS[_FORWARD_LINE]):
+        return []
+    text = prepared.text
+    if prepared.aligned:
+        starts = prepared.starts(_KEYWORDS[_FORWARD_LINE])
+    else:   # offsets of the lower-case copy are not the text's: find the words again
+        starts = [hit.start() for hit in _FORWARD_WORDS.get().finditer(text)]
     found = []
-    for hit in _scan(_FORWARD_WORDS, text):
-        start = text.rfind("\n", 0, hit.start()) + 1
-        end = text.find("\n", hit.end())
-        line = _FORWARD_LINE.match(text, start, len(text) if end < 0 else end)
-        if line is not None and (not found or found[-1].start() != line.start()):
+    line_end = -1
+    pattern = _FORWARD_LINE.get()
+    for at in starts:
+        if at < line_end:
+            continue                  # this line was checked already
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        line_end = len(text) if end < 0 else end
+        line = pattern.match(text, start, line_end)
+        if line is not None:
             found.append(line)
     return found
 
 
-def _reply_separator(text: str, forwards: list[re.Match[str]], begin: int = 0
-                     ) -> tuple[int, int] | None:
-    """(start, header block end) of the first reply separator from ``begin`` on, or None.
-    A header block right under a forward separator line belongs to the forward."""
-    original = next((hit for hit in _scan(_OUTLOOK_ORIGINAL, text) if hit.start() >= begin),
-                    None)
-    block = _reply_block(text, begin)
-    if block is not None and any(not text[line.end():block[0]].strip() for line in forwards):
-        block = None
-    if original is not None and (block is None or original.start() <= block[0]):
-        return original.start(), _header_block_end(text, original.end() + 1)
-    return block
+_FORWARD_WORDS = Pattern("|".join(sorted(_KEYWORDS[_FORWARD_LINE])), _I)
 
 
-def _attributions(text: str) -> list[tuple[int, int]]:
+def _attributions(prepared: Prepared) -> list[tuple[int, int]]:
     """(start, end) of every attribution line (one line, or two when wrapped)."""
+    text = prepared.text
     found = []
-    for match in _scan(_ATTRIBUTION_END, text):
+    attribution = _ATTRIBUTION.get()
+    for match in _attribution_ends(prepared):
         start = text.rfind("\n", 0, match.start()) + 1
         end = match.end() + 1 if text.startswith("\n", match.end()) else match.end()
-        if match.end() - start < 250 and _ATTRIBUTION.fullmatch(text, start, match.end()):
+        if match.end() - start < 250 and attribution.fullmatch(text, start, match.end()):
             found.append((start, end))
             continue
         above = text.rfind("\n", 0, max(0, start - 1)) + 1
-        if 0 < start and match.end() - above < 300 and _ATTRIBUTION_START.match(
-                text, above) and _ATTRIBUTION.fullmatch(text, above, match.end()):
+        if 0 < start and match.end() - above < 300 and _ATTRIBUTION_START.get().match(
+                text, above) and attribution.fullmatch(text, above, match.end()):
             found.append((above, end))
     return found
 
 
-_QUOTE_MARK = re.compile(r"^[ \t]*> ?", re.MULTILINE)
+def _attribution_ends(prepared: Prepared) -> list[re.Match[str]]:
+    """The ``… wrote:`` line ends: the verb pattern tried where a verb was found."""
+    words = _KEYWORDS[_ATTRIBUTION_END]
+    if not prepared.any(words):
+        return []
+    if not prepared.aligned:
+        return list(_ATTRIBUTION_END.get().finditer(prepared.text))
+    pattern = _CASE_SENSITIVE[_ATTRIBUTION_END].get()
+    lowered = prepared.lowered
+    found = []
+    after = 0
+    for at in prepared.starts(words):
+        if at < after:
+            continue
+        match = pattern.match(lowered, at)
+        if match is not None:
+            found.append(match)
+            after = match.end()
+    return found
+
+
+_QUOTE_MARK = Pattern(r"^[ \t]*> ?", _M)
 
 
 def _unquote_forwarded(text: str) -> str:
@@ -313,102 +455,147 @@ def _unquote_forwarded(text: str) -> str:
     one level of quoting removed from its first quoted forward separator or ``From:``
     line on, so that the forwarded text counts as the message's (a forward is a
     near-duplicate of what it forwards, not a reply to it)."""
-    for line in _LINE.finditer(text):
+    for line in _LINE.get().finditer(text):
         content = line.group(0)
         if not content.lstrip().startswith(">"):
             continue
         # Only when the quoting begins with the forwarded message's own separator, or with
         # its header right under an unquoted separator: quotes further down belong to the
         # forwarded message itself.
-        inner = _QUOTE_MARK.sub("", content, count=1)
+        quote_mark = _QUOTE_MARK.get()
+        inner = quote_mark.sub("", content, count=1)
         above = text[:line.start()].rstrip().rpartition("\n")[2]
-        if _ATTRIBUTION_END.search(above.lower()):
+        if _ATTRIBUTION_END.get().search(above.lower()):
             return text     # a reply quoting something (a forward in it, even): a quote
-        if _FORWARD_LINE.match(inner.rstrip("\n")) or (
-                _BLOCK_FROM.match(inner) and _FORWARD_LINE.match(above)):
+        forward_line = _FORWARD_LINE.get()
+        if forward_line.match(inner.rstrip("\n")) or (
+                _BLOCK_FROM.get().match(inner) and forward_line.match(above)):
             start = line.start()
-            return text[:start] + _QUOTE_MARK.sub("", text[start:])
+            return text[:start] + quote_mark.sub("", text[start:])
         return text
     return text
 
 
-_WRAPPED_TAIL = re.compile(
+_WRAPPED_TAIL = Pattern(
     rf"^[ \t]*>[^\n]{{{_WRAPPED_QUOTE_MIN - 1},}}\n([ \t]*[^>\s][^\n]{{0,{_WRAPPED_TAIL_MAX - 1}}})"
-    rf"\n(?=[ \t]*>)", re.MULTILINE)
+    rf"\n(?=[ \t]*>)", _M)
 
 
 def _wrapped_quote_tails(text: str) -> str:
     """Mark (with ``>``) short unquoted lines that re-wrapping broke off a long quoted line:
     a quoted line, then at once a short unquoted one, then a quoted one again."""
-    tails = [match.start(1) for match in _WRAPPED_TAIL.finditer(text)]
-    for start in reversed(tails):
-        text = text[:start] + "> " + text[start:]
-    return text
+    pieces = []
+    last = 0
+    for match in _WRAPPED_TAIL.get().finditer(text):
+        pieces.append(text[last:match.start(1)])
+        pieces.append("> ")
+        last = match.start(1)
+    if not pieces:
+        return text
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
-_FROM_VALUE = re.compile(r"^[ \t]*\*?(?:from|von|de|van|da)\*?[ \t\xa0]*:[ \t]*([^\n]*)",
-                         re.MULTILINE | re.IGNORECASE)
+_FROM_VALUE = Pattern(r"^[ \t]*\*?(?:from|von|de|van|da)\*?[ \t\xa0]*:[ \t]*([^\n]*)", _M | _I)
 
 
 def _writer(block: str) -> str:
     """The display name in a forwarded message's header block ("" when none)."""
-    found = _FROM_VALUE.search(block)
+    found = _FROM_VALUE.get().search(block)
     if found is None:
         return ""
     value = found.group(1)
     return value.split("<", 1)[0].strip().strip('"\'*').strip() if "<" in value else ""
 
 
-def _clean_segment(text: str, aside: list[str]) -> tuple[str, str]:
+def _without(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` without the ``spans`` (ascending, not overlapping)."""
+    pieces = []
+    last = 0
+    for start, end in spans:
+        pieces.append(text[last:start])
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, overlapping ones joined (a wrapped attribution under another)."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _clean_segment(prepared: Prepared, aside: list[str]) -> tuple[str, str]:
     """One part of a message (its own text, or a message it forwards), without its
     signature, phone tagline, list footer, attributions and quoted lines; returns (text,
     the quoted lines)."""
+    text = prepared.text
     signature = _signature_start(text)
     if signature is not None:
         aside.append(text[signature:])
         text = text[:signature]
-    for match in reversed(list(_scan(_MOBILE_SIGNATURE, text))):
-        aside.append(match.group(0))
-        text = text[:match.start()] + text[match.end():]
+        prepared = prepared.prefix(signature)
+    if prepared.any(_KEYWORDS[_MOBILE_SIGNATURE]):
+        taglines = list(_scan(_MOBILE_SIGNATURE, prepared))
+        if taglines:
+            aside.extend(match.group(0) for match in reversed(taglines))
+            text = _without(text, [match.span() for match in taglines])
+            prepared = Prepared(text)
     footer = _footer_start(text)
     if footer is not None:
         aside.append(text[footer:])
         text = text[:footer]
-    for start, end in reversed(_attributions(text)):
-        aside.insert(0, text[start:end])
-        text = text[:start] + text[end:]
+        prepared = prepared.prefix(footer)
+    if prepared.any(_KEYWORDS[_ATTRIBUTION_END]):
+        spans = _merged(_attributions(prepared))
+        if spans:
+            aside[:0] = [text[start:end] for start, end in spans]
+            text = _without(text, spans)
     quoted_lines = ""
     if ">" in text:
         text = _wrapped_quote_tails(text)
-        lines = _QUOTED_LINE.findall(text)
+        quoted = _QUOTED_LINE.get()
+        lines = quoted.findall(text)
         if lines:
-            text = _QUOTED_LINE.sub("", text)
+            text = quoted.sub("", text)
             quoted_lines = "".join(lines)
     return text, quoted_lines
 
 
-def split_reply(text: str, *, forward: bool = False, writer: str = "") -> Reply:
+def split_reply(text: str, *, forward: bool = False, writer: str = "",
+                prepared: Prepared | None = None) -> Reply:
     """Split ``text`` into its new text and what was set aside (see the module docstring).
 
     ``forward`` (from the Subject) keeps the text below an Outlook-style separator, which
     is then the forwarded message rather than the one replied to.  Each forwarded message
     is cleaned as it would be alone (its signature, footer, quotes): a forwarder's ``-- ``
     tagline above it must not take it along.  ``writer``: the sender's display name.
+    ``prepared``: ``text`` prepared already (mailfilter/text.py).
     """
+    prepared = prepare(text, (prepared,))
     aside: list[str] = []
     below = ""                      # the original under a reply separator
     if forward and ">" in text:
-        text = _unquote_forwarded(text)
+        unquoted = _unquote_forwarded(text)
+        if unquoted is not text:
+            text, prepared = unquoted, Prepared(unquoted)
     # A forward named by its subject (Outlook's FW: has no forward line, only a reply
     # separator) keeps the text below its first separator; separators further down belong
     # to the forwarded message and end its own text, as they do in that message alone.
-    forwards = _forward_lines(text)
+    layout = _Layout(prepared)
+    forwards = layout.forwards
     forwarding = forward and not forwards
     cuts: list[tuple[int, int]] = []      # header blocks removed; each starts a new part
     begin = 0
-    while (separator := _reply_separator(text, forwards, begin)) is not None:
+    whole = len(text)
+    while (separator := layout.separator(begin)) is not None:
         start, block_end = separator
-        if forwarding or _is_inline_reply(text, start, block_end, begin):
+        if forwarding or layout.is_inline_reply(start, block_end, begin):
             cuts.append((start, block_end))
             forwarding, begin = False, block_end
             continue
@@ -418,11 +605,15 @@ def split_reply(text: str, *, forward: bool = False, writer: str = "") -> Reply:
         break
     for line in forwards:
         if line.start() < len(text):
-            cuts.append((line.start(), _header_block_end(text, line.end() + 1)))
-    for line in _scan(_FORWARD_END, text):
+            # (the block ends where the text now does, at the latest)
+            cuts.append((line.start(), min(layout.block_end(line.end() + 1), len(text))))
+    if len(text) < whole:
+        prepared = prepared.prefix(len(text))
+    for line in _scan(_FORWARD_END, prepared):
         cuts.append((line.start(), line.end()))
     segments, writers, from_values = [], [], []
     position, name, from_value = 0, writer, ""
+    from_pattern = _FROM_VALUE.get()
     for start, end in sorted(set(cuts)):
         if start < position:
             continue
@@ -431,14 +622,15 @@ def split_reply(text: str, *, forward: bool = False, writer: str = "") -> Reply:
         from_values.append(from_value)
         aside.append(text[start:end])
         position, name = end, _writer(text[start:end])
-        found = _FROM_VALUE.search(text[start:end])
+        found = from_pattern.search(text[start:end])
         from_value = found.group(1).strip() if found else ""
     segments.append(text[position:])
     writers.append(name)
     from_values.append(from_value)
     quoted_parts = []
     for number, segment in enumerate(segments):
-        segments[number], quoted = _clean_segment(segment, aside)
+        part = prepared if len(segments) == 1 else Prepared(segment)
+        segments[number], quoted = _clean_segment(part, aside)
         quoted_parts.append(quoted)
     quoted_lines = "".join(quoted_parts)
     return Reply("\n\n".join(segments), quoted_lines + "".join(aside) + below,
@@ -447,7 +639,7 @@ def split_reply(text: str, *, forward: bool = False, writer: str = "") -> Reply:
 
 # A closing line ("Best regards,", "Thanks,", "Cheers", "Mit freundlichen Grüßen", …) alone
 # on its line: what follows it, when short, is the writer's name and contact block.
-_SIGNOFF = re.compile(
+_SIGNOFF = Pattern(
     r"^[ \t]*(?:(?:best|kind|warm|warmest|many|with|kindest|best wishes and)?[ \t]*"
     r"(?:regards|wishes|thanks)(?: and regards)?|thanks?(?: again| so much| a lot| all)?"
     r"|thank you(?: very much| all)?|cheers|sincerely(?: yours)?|yours(?: truly| sincerely"
@@ -457,23 +649,27 @@ _SIGNOFF = re.compile(
     r"|saludos(?: cordiales)?|un saludo|un abrazo|atentamente|(?:met )?vriendelijke "
     r"groet(?:en)?|hartelijke groet(?:en)?|met vriendelijke groet(?:en)?|groet(?:en|jes)?"
     r"|gr\.?|mvg|cordiali saluti|distinti saluti|saluti|abraços|atenciosamente|pozdrawiam"
-    r"|med vänlig hälsning|hälsningar|mvh)[ \t]*[,.!]*[ \t]*$",
-    re.IGNORECASE | re.MULTILINE)
-_SIGNOFF_LOWER = re.compile(_SIGNOFF.pattern, re.MULTILINE)
-# Every closing line holds one of these (a literal test before the pattern).
-_SIGNOFF_WORDS = ("regards", "wishes", "thank", "cheers", "sincerely", "yours", "best",
-                  "rgds", "tia", "take care", "talk soon", "grü", "gruß", "gruss", "mfg",
-                  "lg", "vg", "cordial", "bien à vous", "amicalement", "bises", "saludo",
-                  "abrazo", "atentamente", "groet", "gr", "mvg", "salut", "abraços",
-                  "atenciosamente", "pozdrawiam", "hälsning", "mvh")
+    r"|med vänlig hälsning|hälsningar|mvh)[ \t]*[,.!]*[ \t]*$", _I | _M)
+_SIGNOFF_LOWER = Pattern(_SIGNOFF.source, _M)
+# A closing line is looked for only where one of these occurs near the end.
+_SIGNOFF_WORDS = register(("regards", "wishes", "thank", "cheers", "sincerely", "yours",
+                           "best", "rgds", "tia", "take care", "talk soon", "grü", "gruß",
+                           "gruss", "mfg", "lg", "vg", "cordial", "bien à vous",
+                           "amicalement", "bises", "saludo", "abrazo", "atentamente",
+                           "groet", "gr", "mvg", "salut", "abraços", "atenciosamente",
+                           "pozdrawiam", "hälsning", "mvh"))
+# Every closing line holds one of these: the lines where they occur are the only ones the
+# pattern is tried on ("respectfully" holds none of the words above).
+_SIGNOFF_LINE_WORDS = _SIGNOFF_WORDS | register(("respectfully",))
 _SIGNOFF_MAX_LINES = 10
 _SIGNOFF_MAX_CHARS = 700
+_NAME_SEPARATORS = Pattern(r"[\s,]+")
 
 
 def _name_line(text: str, name: str) -> int | None:
     """Start of the last line near the end that begins with the writer's name (a
     signature block without a closing line), when text with words stays above it."""
-    parts = [part for part in re.split(r"[\s,]+", name.lower()) if len(part) > 1]
+    parts = [part for part in _NAME_SEPARATORS.get().split(name.lower()) if len(part) > 1]
     if not parts:
         return None
     position = len(text)
@@ -488,27 +684,49 @@ def _name_line(text: str, name: str) -> int | None:
     return None
 
 
-def split_signoff(text: str, sender_name: str = "") -> tuple[str, str]:
+def _closing_line(prepared: Prepared, tail_from: int) -> int | None:
+    """Start of the last closing line in the text from ``tail_from`` on, read as a text of
+    its own (a line may start at ``tail_from`` though it is mid-line in the whole)."""
+    text = prepared.text
+    if prepared.aligned:
+        # Only lines that hold a closing word can be closing lines: the pattern is tried
+        # at their starts, the last first.
+        tail = prepared.lowered[tail_from:]
+        pattern = _SIGNOFF_LOWER.get()
+        candidates = {tail.rfind("\n", 0, at - tail_from) + 1
+                      for at in prepared.starts(_SIGNOFF_LINE_WORDS, tail_from)}
+        for start in sorted(candidates, reverse=True):
+            if pattern.match(tail, start):
+                return start + tail_from
+        return None
+    tail = text[tail_from:].lower()
+    if not any(word in tail for word in _SIGNOFF_WORDS):
+        return None
+    if len(tail) == len(text) - tail_from:       # lowering kept every offset of the tail
+        matches, offset = _SIGNOFF_LOWER.get().finditer(tail), tail_from
+    else:
+        matches, offset = _SIGNOFF.get().finditer(text, tail_from), 0
+    found = None
+    for match in matches:
+        found = match
+    return None if found is None else found.start() + offset
+
+
+def split_signoff(text: str, sender_name: str = "", prepared: Prepared | None = None
+                  ) -> tuple[str, str]:
     """(text, the sign-off set aside): from a closing line ("Best regards,") or, without
     one, from a line that starts with the sender's name, to the end — when that is a short
     block (at most 10 lines) under text with words.  Two messages from one person share
-    their name, title, company and telephone block; it says nothing of the message."""
+    their name, title, company and telephone block; it says nothing of the message.
+    ``prepared``: ``text`` prepared already (mailfilter/text.py)."""
+    prepared = prepare(text, (prepared,))
     tail_from = max(0, len(text) - 2 * _SIGNOFF_MAX_CHARS)   # a sign-off is near the end
-    tail = text[tail_from:].lower()
-    found = None
-    if not any(word in tail for word in _SIGNOFF_WORDS):
-        pass                                        # no closing word at all: no pattern
-    elif len(tail) == len(text) - tail_from:       # lowering kept every offset
-        for match in _SIGNOFF_LOWER.finditer(tail):
-            found = match
-    else:
-        for match in _SIGNOFF.finditer(text, tail_from):
-            found = match
-    closing = None if found is None else found.start() + (
-        tail_from if found.re is _SIGNOFF_LOWER else 0)
+    closing = None
+    if not prepared.aligned or prepared.starts(_SIGNOFF_WORDS, tail_from):
+        closing = _closing_line(prepared, tail_from)
     starts = [start for start in (closing,
                                   _name_line(text, sender_name) if sender_name else None)
-              if start is not None and _WORDS_ABOVE.search(text, 0, start)]
+              if start is not None and _WORDS_ABOVE.get().search(text, 0, start)]
     if not starts:
         return text, ""
     start = min(starts)
@@ -519,9 +737,9 @@ def split_signoff(text: str, sender_name: str = "") -> tuple[str, str]:
     return text[:start], block
 
 
-def has_attribution(text: str) -> bool:
+def has_attribution(text: str, prepared: Prepared | None = None) -> bool:
     """True when ``text`` has an ``… wrote:`` line: someone answered something in it."""
-    return next(_scan(_ATTRIBUTION_END, text), None) is not None
+    return bool(_attribution_ends(prepare(text, (prepared,))))
 
 
 def split_quotes(text: str, *, forward: bool = False) -> tuple[str, str]:

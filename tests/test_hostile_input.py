@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from helpers import make_message, paragraph_text, run_fuzzer
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -208,3 +209,107 @@ def test_bare_lf_in_the_header_of_a_crlf_message() -> None:
     forged = b"Subject: a\r\nX-Note: x\nX-Dupfilter: duplicate\r\nTo: b\r\n\r\nbody\r\n"
     assert remove_ours(forged) == b"Subject: a\r\nX-Note: x\nTo: b\r\n\r\nbody\r\n"
     assert tag_message(forged, "unique") == b"X-Dupfilter: unique\r\n" + remove_ours(forged)
+
+
+# -- linear time: each crafted shape at 100 KB and at 5 MB ------------------------------
+
+def _shape_message(body: str, content_type: str = "text/plain; charset=utf-8",
+                   subject: str = "s") -> bytes:
+    return (f"From: a@example.org\nSubject: {subject}\nMessage-ID: <x@example.org>\n"
+            f"Content-Type: {content_type}\n\n").encode() + body.encode("utf-8")
+
+
+def _repeat(unit: str, size: int) -> str:
+    return unit * (size // len(unit) + 1)
+
+
+_EVENT = ("BEGIN:VEVENT\r\nUID:{}@x\r\nDTSTART:20260101T100000Z\r\nSUMMARY:m\r\n"
+          "SEQUENCE:0\r\nEND:VEVENT\r\n")
+SHAPES = {
+    "from lines": lambda n: _shape_message("Hello there, words above.\n"
+                                           + _repeat("From: Ann <a@x>\n", n)),
+    "from and de lines": lambda n: _shape_message("Words above.\n"
+                                                  + _repeat("From: a\nDe: b\n", n)),
+    "forward words on one line": lambda n: _shape_message(
+        _repeat("---- Forwarded message ---- ", n) + "\n"),
+    "dashes then words": lambda n: _shape_message(_repeat("-", n) + " forwarded message\n"),
+    "chained boilerplate": lambda n: _shape_message(
+        "This email is confidential. " + _repeat("Please do not disclose it. ", n)),
+    "outlook originals inline": lambda n: _shape_message(_repeat(
+        "> quoted\n-----Original Message-----\nFrom: a\nSent: b\nTo: c\nSubject: d\n\n"
+        "> more\n", n)),
+    "wrapped quote tails": lambda n: _shape_message(_repeat("> " + "q" * 60 + "\ntail\n", n)),
+    "attributions": lambda n: _shape_message(_repeat("Am Montag schrieb:\nAnn schrieb:\n", n)),
+    "taglines": lambda n: _shape_message(_repeat("Sent from my iPhone\nword\n", n)),
+    "br without >": lambda n: _shape_message("<html><body>" + _repeat("<br x", n),
+                                              "text/html"),
+    "nested div": lambda n: _shape_message("<html><body>" + _repeat("<div>x", n),
+                                           "text/html"),
+    "nested blockquote": lambda n: _shape_message(
+        "<html><body>" + _repeat("<blockquote>x", n), "text/html"),
+    "punycode body": lambda n: _shape_message(_repeat("abcdefgh", n) + "-" + "b" * 40,
+                                              "text/plain; charset=punycode"),
+    "utf-7 body": lambda n: _shape_message(_repeat("+AGEAYgBj-", n),
+                                           "text/plain; charset=utf-7"),
+    "calendar events": lambda n: (
+        b"From: a@x\nContent-Type: text/calendar; method=REQUEST\n\nBEGIN:VCALENDAR\r\n"
+        + "".join(_EVENT.format(i) for i in range(n // 90)).encode() + b"END:VCALENDAR\r\n"),
+    "links": lambda n: _shape_message(_repeat("see https://t.example.com/a?b=c www.x.org ", n)),
+    "hosts and paths": lambda n: _shape_message(_repeat("db1.example.org /var/log/x 42 ", n)),
+}
+BIG_SETTINGS = FingerprintSettings(max_body_bytes=8 * 1024 * 1024)
+
+
+def _cost_per_kb(raw: bytes) -> float:
+    started = time.process_time()
+    check_fingerprint(analyse(raw, BIG_SETTINGS).fingerprint)
+    return (time.process_time() - started) / (len(raw) / 1024)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_cost_per_kilobyte_stays_flat_from_100_kb_to_5_mb(shape: str) -> None:
+    """Each hostile shape costs at most twice as much a KB at 5 MB as at 100 KB (measured
+    in the same test): no step does work that grows with the square of the input."""
+    small = min(_cost_per_kb(SHAPES[shape](100 * 1024)) for _ in range(3))
+    large = _cost_per_kb(SHAPES[shape](5 * 1024 * 1024))
+    print(f"{shape}: {small * 1e3:.3f} ms/KB at 100 KB, {large * 1e3:.3f} ms/KB at 5 MB")
+    assert large <= 2 * max(small, 2e-6), (shape, small, large)
+
+
+# -- any label, any bytes ---------------------------------------------------------------
+
+def _codec_labels() -> list[str]:
+    import encodings
+    import encodings.aliases
+    import pkgutil
+    names = {module.name for module in pkgutil.iter_modules(encodings.__path__)}
+    return sorted(names | set(encodings.aliases.aliases) | {"x-unknown", "", "\"", "utf-8'"})
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_codec_labels()), st.binary(max_size=300),
+       st.sampled_from(["b", "q"]), st.text(max_size=40))
+@example("punycode", b"\xff\xfe", "b", "x")
+@example("undefined", b"abc", "q", "x")
+@example("idna", b"\x80" * 70, "q", "x")
+def test_every_charset_label_gives_text_and_a_fingerprint(label: str, body: bytes,
+                                                          encoding: str, word: str) -> None:
+    """Body, RFC 2047 words and RFC 2231 parameters in any codec's name: decoded text and a
+    fingerprint, never an exception (a UnicodeError once let such mail pass unchecked)."""
+    import base64
+    import urllib.parse
+    encoded = (base64.b64encode(word.encode("utf-8", "surrogatepass")).decode()
+               if encoding == "b" else urllib.parse.quote(word.encode("utf-8",
+                                                                     "surrogatepass")))
+    head = (f"Subject: =?{label}?{encoding}?{encoded}?=\n"
+            f"From: =?{label}?b?{base64.b64encode(body[:30]).decode()}?= <a@x>\n"
+            f"Content-Type: text/plain; charset=\"{label}\"\n"
+            f"Content-Disposition: inline; filename*0*={label}''"
+            f"{urllib.parse.quote(body[:40])}; filename*1=x; name*={label}'en'%FF\n\n")
+    raw = head.encode("utf-8", "surrogatepass") + body
+    analysis = analyse(raw, SETTINGS)
+    check_fingerprint(analysis.fingerprint)
+    attachment = (b"Content-Type: multipart/mixed; boundary=b\n\n--b\n" + head.encode(
+        "utf-8", "surrogatepass").replace(b"inline", b"attachment") + body + b"\n--b--\n")
+    check_fingerprint(analyse(attachment, SETTINGS).fingerprint)

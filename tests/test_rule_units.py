@@ -6,7 +6,6 @@ end through real stores.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from mailfilter.rules.resend import ResendRule
 from mailfilter.rules.shingles import ShinglesRule
 from mailfilter.rules.short_text import ShortTextRule
 from mailfilter.rules.subject import SubjectRule
+from mailfilter.values import replace
 
 SETTINGS = DetectorSettings()
 DIGEST = b"d" * 16

@@ -1,0 +1,181 @@
+"""One prepared text: its lower-case copy and one keyword scan that every cleaning step reads.
+
+The cleaning steps (reply and forward layouts, sign-offs, disclaimers, links) each need to
+know whether a text holds some words ("wrote", "original message", "confidential", "://")
+before they run their patterns, and where.  Asking each word with ``in`` cost 47 substring
+scans a segment in quotes.py alone; here all the words every step registers are found in
+one pass of an Aho-Corasick automaton (``ahocorasick_rs``, a DFA in Rust: about 4 ns a
+character) over one lower-case copy, and each step reads the hits: whether a word occurs,
+and at which offsets.  The tokens the fingerprint and the identifiers read are made here
+once too.  Pure, no I/O; a :class:`Prepared` is never changed after it is made.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+
+# Every word some step asks about, in the order registered (see register()).
+_WORDS: dict[str, int] = {}
+_AUTOMATON: list = []          # [the automaton over _WORDS, the word count it was built on]
+
+# ASCII letters and digits map to themselves in lower case, every other byte to a space:
+# on ASCII text, ``translate`` + ``split`` finds exactly the tokens of TOKEN_PATTERN.
+ASCII_WORDS = bytes(
+    (byte | 0x20) if chr(byte).isascii() and chr(byte).isalpha() else
+    byte if chr(byte).isdigit() and byte < 128 else 0x20
+    for byte in range(256))
+TOKEN_PATTERN = r"[^\W_]+"
+_TOKEN: list = []              # the compiled TOKEN_PATTERN, made on first use
+
+
+def register(words: Iterable[str]) -> frozenset[str]:
+    """Add lower-case ``words`` to the one scan; returns them, for :meth:`Prepared.any`.
+
+    Modules call it when they are imported; the automaton is built (again) on the first
+    scan after a new word."""
+    found = frozenset(words)
+    for word in sorted(found):
+        if word != word.lower() or not word:
+            raise ValueError(f"keywords are lower case and not empty: {word!r}")
+        _WORDS.setdefault(word, len(_WORDS))
+    return found
+
+
+def _automaton():  # noqa: ANN202 - the type lives in a compiled module imported here
+    if not _AUTOMATON or _AUTOMATON[1] != len(_WORDS):
+        import ahocorasick_rs
+
+        automaton = ahocorasick_rs.AhoCorasick(
+            list(_WORDS), implementation=ahocorasick_rs.Implementation.DFA)
+        _AUTOMATON[:] = [automaton, len(_WORDS)]
+    return _AUTOMATON[0]
+
+
+def token_pattern():  # noqa: ANN201 - re.Pattern[str]
+    """The compiled ``[^\\W_]+`` (maximal runs of Unicode letters and digits)."""
+    if not _TOKEN:
+        import re
+        _TOKEN.append(re.compile(TOKEN_PATTERN))
+    return _TOKEN[0]
+
+
+def words_of(text: str, stoplist: frozenset[str] = frozenset()) -> list[str] | list[bytes]:
+    """The tokens of ``text`` (lower case, stop words removed): as ASCII bytes, found by a
+    byte translation, when ``text`` is ASCII (most mail: twice as fast as the pattern);
+    else as str, by the pattern."""
+    if not text.isascii():
+        tokens = token_pattern().findall(text.lower())
+        return [token for token in tokens if token not in stoplist] if stoplist else tokens
+    words = text.encode("ascii").translate(ASCII_WORDS).split()
+    if stoplist:
+        stop = {word.encode("ascii") for word in stoplist if word.isascii()}
+        words = [word for word in words if word not in stop]
+    return words
+
+
+class Prepared:
+    """A text, its lower-case copy, where each registered keyword occurs in that copy, and
+    (on demand) its tokens.
+
+    ``aligned`` says that lowering kept every offset (each character lowered to one), so
+    that an offset in ``lowered`` is one in ``text``: then steps run their patterns
+    case-sensitively over ``lowered`` (Python's ``re`` is many times slower with
+    IGNORECASE on long texts) and only where their words are.
+    """
+
+    __slots__ = ("text", "lowered", "aligned", "_hits", "_words")
+
+    def __init__(self, text: str, *, _lowered: str | None = None,
+                 _hits: dict[str, list[int]] | None = None) -> None:
+        self.text = text
+        self.lowered = text.lower() if _lowered is None else _lowered
+        self.aligned = len(self.lowered) == len(text)
+        if _hits is None:
+            _hits = {}
+            if self.lowered:
+                words = list(_WORDS)
+                for index, start, _end in _automaton().find_matches_as_indexes(
+                        self.lowered, overlapping=True):
+                    _hits.setdefault(words[index], []).append(start)
+        self._hits = _hits
+        self._words: dict[frozenset[str], list[str] | list[bytes]] = {}
+
+    def has(self, word: str) -> bool:
+        """``word`` (registered) occurs in the lower-case copy."""
+        return word in self._hits
+
+    def any(self, words: Iterable[str]) -> bool:
+        """One of ``words`` (registered) occurs."""
+        hits = self._hits
+        return any(word in hits for word in words)
+
+    def present(self, words: Iterable[str]) -> list[str]:
+        """Those of ``words`` that occur, in the order given."""
+        hits = self._hits
+        return [word for word in words if word in hits]
+
+    def starts(self, words: Iterable[str], begin: int = 0) -> list[int]:
+        """Offsets (in ``lowered``, ascending, each once) where one of ``words`` starts,
+        from ``begin`` on."""
+        hits = self._hits
+        found: set[int] = set()
+        for word in words:
+            offsets = hits.get(word)
+            if offsets:
+                found.update(offsets[bisect_left(offsets, begin):] if begin else offsets)
+        return sorted(found)
+
+    def prefix(self, end: int) -> Prepared:
+        """The prepared text of ``text[:end]`` (its hits are those that end by then)."""
+        if end >= len(self.text):
+            return self
+        if not self.aligned:
+            return Prepared(self.text[:end])
+        hits: dict[str, list[int]] = {}
+        for word, offsets in self._hits.items():
+            last = end - len(word)
+            kept = offsets[:bisect_left(offsets, last + 1)]
+            if kept:
+                hits[word] = kept
+        return Prepared(self.text[:end], _lowered=self.lowered[:end], _hits=hits)
+
+    def words(self, stoplist: frozenset[str] = frozenset()) -> list[str] | list[bytes]:
+        """The tokens of :func:`words_of` (made once per stop list)."""
+        found = self._words.get(stoplist)
+        if found is None:
+            found = self._words[stoplist] = words_of(self.text, stoplist)
+        return found
+
+
+def prepare(text: str, reuse: Sequence[Prepared] = ()) -> Prepared:
+    """``text`` prepared, or one of ``reuse`` when it was made for this very string."""
+    for prepared in reuse:
+        if prepared is not None and prepared.text is text:
+            return prepared
+    return Prepared(text)
+
+
+class Pattern:
+    """A regular expression compiled on first use: most of a cleaning step's patterns never
+    run for most messages (a keyword gate rules them out), and a process that checks one
+    message (the pipe filter) would pay for compiling them all at start.  ``get()`` gives
+    the compiled pattern (hot loops take it once); its methods are reachable on this object
+    too (``pattern.search(...)``)."""
+
+    __slots__ = ("source", "flags", "_compiled")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self.source = source
+        self.flags = flags
+        self._compiled = None
+
+    def get(self):  # noqa: ANN201 - re.Pattern[str]
+        compiled = self._compiled
+        if compiled is None:
+            import re
+            compiled = self._compiled = re.compile(self.source, self.flags)
+        return compiled
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self.get(), name)
