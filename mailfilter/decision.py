@@ -36,6 +36,8 @@ SEEN_RECIPIENTS_DROPPED = "discard-seen-recipients"
 PARTIAL_DUPLICATE_TAGGED = "partial-duplicate-tagged"
 # The reply to a message that could not be checked (on_error = "tempfail").
 UNCHECKED_TEXT = "dupfilter could not check the message, try again later"
+# dupfilter-smtpd's 250 to a discarded message.
+DISCARDED_TEXT = "Ok: discarded by dupfilter"
 
 _REFUSING = frozenset((Action.REJECT, Action.TEMPFAIL, Action.DISCARD))
 _NARROWED = frozenset((Action.REJECT, Action.TEMPFAIL, Action.DISCARD,
@@ -52,7 +54,10 @@ class FrontEnd:
 
 MILTER = FrontEnd("milter", MILTER_ACTIONS)
 SMTPD = FrontEnd("smtpd", SMTPD_ACTIONS)
-PIPE = FrontEnd("pipe", (Action.TAG.value,))
+PIPE = FrontEnd("pipe", (Action.TAG.value,))              # dupfilter --tag
+PIPE_CHECK = FrontEnd("pipe-check", (Action.TAG.value,))  # dupfilter --check: writes nothing
+# The pipe filter's exit statuses: a condition (--check) is true (0) for a duplicate.
+EXIT_PASSED, EXIT_DUPLICATE, EXIT_NOT_DUPLICATE = 0, 0, 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,7 @@ class Disposition:
     record: bool = False                # remember it once it has gone on
     refusal: Refusal | None = None      # reject, tempfail (and on_error tempfail)
     quarantine: str | None = None       # hold it, with this reason (milter)
+    exit_status: int | None = None      # the pipe filter's exit status
 
     @property
     def delivered(self) -> bool:
@@ -100,6 +106,10 @@ def plan(verdict: Verdict, settings: FrontEndSettings | None, recipients: Sequen
     ``a@b``); ``keep`` and ``drop`` are given back in that spelling.  Addresses are
     compared by :func:`~mailfilter.store.recipient_key` (case and brackets do not count).
     """
+    if front_end is PIPE_CHECK:
+        return Disposition(Action.TAG, record=verdict.record_allowed,
+                           exit_status=EXIT_DUPLICATE if verdict.is_duplicate
+                           else EXIT_NOT_DUPLICATE)
     actions = settings.actions if settings is not None else ActionSettings()
     kind = verdict.kind
     action = Action(actions.for_verdict(kind))
@@ -126,7 +136,8 @@ def plan(verdict: Verdict, settings: FrontEndSettings | None, recipients: Sequen
                            else None)
         if action is Action.DROP_RECIPIENTS:      # every recipient had it
             action = Action.DISCARD
-    return _dispose(action, header, settings, record)
+    disposition = _dispose(action, header, settings, record)
+    return replace(disposition, exit_status=EXIT_PASSED) if front_end is PIPE else disposition
 
 
 def _dispose(action: Action, header: str, settings: FrontEndSettings | None,
@@ -151,10 +162,15 @@ def _dispose(action: Action, header: str, settings: FrontEndSettings | None,
     raise ValueError(f"no disposition for action {action!r}")
 
 
-def plan_error(on_error: str) -> Disposition:
+def plan_error(on_error: str, front_end: FrontEnd | None = None) -> Disposition:
     """The disposition of a message that could not be checked (``on_error``): passed on
     without our header (an incoming one removed), or deferred with a 451.  Never
-    rejected, never discarded, never recorded."""
+    rejected, never discarded, never recorded.  The pipe filter passes it on (exit 0), or,
+    as a condition, answers "not a duplicate" (exit 1)."""
+    if front_end is PIPE_CHECK:
+        return Disposition(Action.ACCEPT, exit_status=EXIT_NOT_DUPLICATE)
+    if front_end is PIPE:
+        return Disposition(Action.ACCEPT, exit_status=EXIT_PASSED)
     if Action(on_error) is Action.TEMPFAIL:
         return Disposition(Action.TEMPFAIL, refusal=Refusal(451, "4.3.0", UNCHECKED_TEXT))
     return Disposition(Action.ACCEPT)

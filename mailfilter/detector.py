@@ -67,6 +67,17 @@ class Evidence:
 
 
 @dataclass(frozen=True, slots=True)
+class Recording:
+    """What remembering one message did, so that it can be taken back: the record added
+    (``previous`` None) or seen again (``previous``: that record as it was)."""
+
+    doc_id: int
+    kind: Kind                      # the verdict counted
+    when: int
+    previous: Record | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Candidates:
     """The records a check weighs, by which index each was found, and the message's
     sketch hashes held by many different stored texts (boilerplate: hash → how many)."""
@@ -383,7 +394,7 @@ class Detector:
 
     # -- recording ---------------------------------------------------------------------
 
-    def record(self, verdict: Verdict, when: int) -> int:
+    def record(self, verdict: Verdict, when: int) -> Recording:
         """Remember a message.  Exact repeats bump the matched record; others are added.
 
         A near-duplicate is stored as a record of its own (so that a drifting campaign
@@ -403,7 +414,7 @@ class Detector:
                 if verdict.is_duplicate:
                     self.store.count_verdict(UNIQUE, when, -1)
                     self.store.count_verdict(verdict.kind, when)
-            return verdict.recorded_id
+            return Recording(verdict.recorded_id, verdict.kind, when)
         keys = tuple(self.recipient_key(r) for r in verdict.recipients) \
             if self.settings.scope == "recipient" else ()
         # The same message again (also when recipient scope made it new for these
@@ -413,8 +424,25 @@ class Detector:
         self.store.count_verdict(verdict.kind, when)
         if exact is not None:
             self.store.touch(exact.doc_id, when, keys)
-            return exact.doc_id
-        return self.store.add(self._record_of(verdict, copy_of, 0, when))
+            return Recording(exact.doc_id, verdict.kind, when, previous=exact)
+        return Recording(self.store.add(self._record_of(verdict, copy_of, 0, when)),
+                         verdict.kind, when)
+
+    def forget_added(self, verdict: Verdict, when: int) -> None:
+        """Take back the record the check added (``Store.lookup_or_add``) for a message
+        that is not to be remembered after all (refused, discarded, exempted)."""
+        if verdict.recorded_id is not None:
+            self.store.forget([verdict.recorded_id])
+            self.store.count_verdict(UNIQUE, when, -1)
+
+    def undo(self, recording: Recording) -> None:
+        """Take back what :meth:`record` did: the record it added is forgotten, the one it
+        saw again gets back what it was; the verdict is counted out."""
+        self.store.count_verdict(recording.kind, recording.when, -1)
+        if recording.previous is None:
+            self.store.forget([recording.doc_id])
+        else:
+            self.store.replace(recording.previous)
 
     def _record_of(self, verdict: Verdict, copy_of: Record | None, doc_id: int,
                    when: int) -> Record:

@@ -9,22 +9,94 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from mailfilter import fingerprint as fingerprints
 from mailfilter.aliases import load_aliases
 from mailfilter.config import FingerprintSettings, Settings
-from mailfilter.detector import UNIQUE, Detector, Verdict
+from mailfilter.detector import UNIQUE, Detector, Recording, Verdict
 from mailfilter.message import parse
 from mailfilter.policy import compile_rules, first_match
-from mailfilter.store import Store, open_store
+from mailfilter.store import Store, StoreError, open_store
 
 if TYPE_CHECKING:       # the writer thread (and concurrent.futures) only for daemons and batches
     from concurrent.futures import Future
 
     from mailfilter.recorder import Recorder
+
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision(Generic[P]):
+    """One processed message: its verdict, what the front end's plan made of it, and what
+    recording did (None: not remembered)."""
+
+    verdict: Verdict
+    plan: P
+    recording: Recording | None
+    # Why the message could not be remembered (a full disk, say): checked all the same.
+    record_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """A plan that only says whether to remember the message (batch work, tests)."""
+
+    record: bool
+
+
+KEEP, DROP = Keep(True), Keep(False)
+
+
+# Errors of one message's own work (a bug in judging it): that message fails, not the
+# others of its group-commit batch.  Store errors fail the batch (it is rolled back).
+_OWN_ERRORS = (ArithmeticError, AttributeError, IndexError, KeyError, LookupError,
+               RecursionError, TypeError, ValueError)
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    error: BaseException
+
+
+def _isolated(job: Callable[[], P]) -> P | _Failed:
+    try:
+        return job()
+    except _OWN_ERRORS as error:
+        return _Failed(error)
+
+
+def _future() -> Future:
+    from concurrent.futures import Future
+    return Future()
+
+
+def _settle(outer: Future, done: Future) -> None:
+    """``done``'s outcome in ``outer``, a job's own error raised from it."""
+    if done.cancelled():
+        outer.cancel()
+        return
+    error = done.exception()
+    result = None if error is not None else done.result()
+    if isinstance(result, _Failed):
+        error = result.error
+    if error is not None:
+        outer.set_exception(error)
+    else:
+        outer.set_result(result)
+
+
+def remember(verdict: Verdict) -> Keep:
+    """The plan "remember it, whatever the verdict" (allow rules still apply)."""
+    return KEEP
+
+
+def _never(verdict: Verdict) -> Keep:
+    return DROP
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,38 +171,84 @@ class Engine:
     def decide(self, analysis: Analysis, recipients: Sequence[str] = (), *,
                record: bool = True, now: int | None = None,
                sender: str | None = None) -> Verdict:
-        """Verdict on an already analysed message (see :func:`analyse`)."""
+        """Verdict on an already analysed message (see :func:`analyse`), remembered when
+        ``record`` (and no allow rule exempts it): :meth:`process` whatever the verdict."""
+        decision = self.process(analysis, recipients, remember if record else _never,
+                                now=now, sender=sender)
+        return decision.verdict
+
+    def process(self, analysis: Analysis, recipients: Sequence[str],
+                plan: Callable[[Verdict], P], *, now: int | None = None,
+                sender: str | None = None) -> Decision[P]:
+        """Check, plan and record one message as one unit of work — the one recording
+        path of every front end.
+
+        ``plan`` turns the verdict into what the front end will do (``decision.plan``);
+        its ``record`` says whether the message is to be remembered.  On LMDB the whole
+        runs in one write transaction: two copies of one message checked at the same time,
+        through any front ends, leave one record and one duplicate verdict.  On Redis the
+        check adds a new message in the same script (``Store.lookup_or_add``).  When the
+        front end then fails to pass the message on, :meth:`undo` takes the record back.
+        """
+        try:
+            return self.store.atomically(
+                lambda: self._process(analysis, recipients, plan, now, sender))
+        except StoreError as error:
+            return self.process_unrecorded(analysis, recipients, plan, error, now=now,
+                                           sender=sender)
+
+    def process_unrecorded(self, analysis: Analysis, recipients: Sequence[str],
+                           plan: Callable[[Verdict], P], error: BaseException, *,
+                           now: int | None = None, sender: str | None = None
+                           ) -> Decision[P]:
+        """:meth:`process` without remembering, after recording failed with ``error``: the
+        message still gets its verdict (an unreachable store raises again here)."""
+        decision = self._process(analysis, recipients, plan, now, sender, record=False)
+        return replace(decision, record_error=f"{type(error).__name__}: {error}")
+
+    def process_later(self, analysis: Analysis, recipients: Sequence[str],
+                      plan: Callable[[Verdict], P], *, now: int | None = None,
+                      sender: str | None = None) -> Future[Decision[P]] | None:
+        """:meth:`process` on the writer thread (group commit: many messages a
+        transaction, each seeing what the ones before it wrote); None when its queue is
+        full."""
+        inner = self.recorder.submit(lambda: _isolated(
+            lambda: self._process(analysis, recipients, plan, now, sender)))
+        if inner is None:
+            return None
+        outer: Future[Decision[P]] = _future()
+        inner.add_done_callback(lambda done: _settle(outer, done))
+        return outer
+
+    def _process(self, analysis: Analysis, recipients: Sequence[str],
+                 plan: Callable[[Verdict], P], now: int | None,
+                 sender: str | None, *, record: bool = True) -> Decision[P]:
         when = int(time.time()) if now is None else now
         recipients = tuple(recipients)
         rule = first_match(self.rules, analysis.headers, sender, recipients) \
             if self.rules else None
         if rule is not None and rule.action == "skip":
-            return Verdict(UNIQUE, analysis.fingerprint, analysis.message_id,
-                           recipients=recipients, skipped_by=rule.name,
-                           defects=analysis.defects)
-        if rule is not None:
-            record = False
+            verdict = Verdict(UNIQUE, analysis.fingerprint, analysis.message_id,
+                              recipients=recipients, skipped_by=rule.name,
+                              defects=analysis.defects)
+            return Decision(verdict, plan(verdict), None)
+        # A store that can adds a new message while checking it; taken back below when
+        # the plan does not keep it.
+        verdict = replace(
+            self.detector.check(analysis.fingerprint, analysis.message_id, recipients,
+                                record_at=when if record and rule is None
+                                and not self.store.readonly else None),
+            defects=analysis.defects, exempted_by=rule.name if rule else None)
+        disposition = plan(verdict)
+        if record and getattr(disposition, "record", False) and verdict.record_allowed:
+            return Decision(verdict, disposition, self.detector.record(verdict, when))
+        if verdict.recorded_id is not None:
+            self.detector.forget_added(verdict, when)
+        return Decision(verdict, disposition, None)
 
-        def check() -> Verdict:
-            verdict = replace(
-                self.detector.check(analysis.fingerprint, analysis.message_id, recipients,
-                                    record_at=when if record else None),
-                defects=analysis.defects, exempted_by=rule.name if rule else None)
-            if record:
-                self.detector.record(verdict, when)
-            return verdict
-
-        return self.store.atomically(check) if record else check()
-
-    def record(self, verdict: Verdict, now: int | None = None) -> int | None:
-        """Remember a message checked earlier with ``record=False`` (e.g. once accepted).
-
-        A message an allow rule exempted from recording is not remembered (None).
-        """
-        if not verdict.record_allowed:
-            return None
-        when = int(time.time()) if now is None else now
-        return self.store.atomically(lambda: self.detector.record(verdict, when))
+    def undo(self, recording: Recording) -> None:
+        """Take back what recording a message did (it was not passed on after all)."""
+        self.store.atomically(lambda: self.detector.undo(recording))
 
     # -- group commit (see mailfilter/recorder.py) ----------------------------------------
 
@@ -146,21 +264,13 @@ class Engine:
                 recorder = self._recorder
         return recorder
 
-    def record_later(self, verdict: Verdict, now: int | None = None
-                     ) -> Future[int | None] | None:
-        """Queue the recording of an accepted message (see :meth:`record`) for the writer
-        thread: the future's result is the record id (None: not remembered); the future
-        itself is None when the queue is full (the message is then not remembered)."""
-        when = int(time.time()) if now is None else now
-        return self.recorder.submit(lambda: self.record(verdict, when))
-
     def decide_later(self, analyses: Sequence[Analysis], *, now: int | None = None
                      ) -> Future[list[Verdict]] | None:
-        """Queue :meth:`decide` with recording of several messages for the writer thread
-        (batch import and scan): they are checked and remembered in order, in one
-        transaction with whatever else is queued.  None when the queue is full."""
-        return self.recorder.submit(
-            lambda: [self.decide(analysis, record=True, now=now) for analysis in analyses])
+        """:meth:`decide` with recording of several messages on the writer thread (batch
+        import and scan): checked and remembered in order, in one transaction with
+        whatever else is queued.  None when the queue is full."""
+        return self.recorder.submit(lambda: [
+            self._process(analysis, (), remember, now, None).verdict for analysis in analyses])
 
     def close(self) -> None:
         """Commit what the writer has queued, then close the store."""

@@ -15,6 +15,7 @@ from mailfilter.decision import (
     MILTER,
     PARTIAL_DUPLICATE_TAGGED,
     PIPE,
+    PIPE_CHECK,
     SEEN_RECIPIENTS_DROPPED,
     SMTPD,
     UNCHECKED_TEXT,
@@ -116,6 +117,8 @@ def test_the_whole_table(front_end: FrontEnd, kind: Kind, action: str, unique: s
     seen = () if kind is Kind.UNIQUE else PARTIAL if partial else FULL
     got = plan(verdict(kind, seen), settings, (BOB, CAROL), front_end)
     want = expected(kind, action, unique if kind is not Kind.UNIQUE else action, partial)
+    if front_end is PIPE:       # the pipe filter passes every checked message on: exit 0
+        want = replace(want, exit_status=0)
     assert got == want
 
 
@@ -123,6 +126,20 @@ def test_the_pipe_filter_always_tags() -> None:
     for kind in Kind:
         got = plan(verdict(kind, FULL), None, (), PIPE)
         assert got.action is Action.TAG and got.header == verdict_value(verdict(kind))
+        assert got.exit_status == 0 and got.record
+
+
+def test_the_pipe_filter_as_a_condition_answers_by_its_exit_status() -> None:
+    """dupfilter --check: true (0) for a duplicate or near-duplicate, false (1) for a new
+    message and for one it could not check; it writes nothing, and remembers what the
+    tagging filter would."""
+    for kind in Kind:
+        got = plan(verdict(kind, FULL), None, (), PIPE_CHECK)
+        assert got.exit_status == (1 if kind is Kind.UNIQUE else 0) and got.record
+    assert not plan(verdict(Kind.UNIQUE, record_allowed=False), None, (), PIPE_CHECK).record
+    assert plan_error("tempfail", PIPE_CHECK).exit_status == 1
+    assert plan_error("tempfail", PIPE).exit_status == 0
+    assert plan_error("tempfail", PIPE).action is Action.ACCEPT
 
 
 @pytest.mark.parametrize("front_end", [MILTER, SMTPD])

@@ -18,7 +18,7 @@ from helpers import make_message, paragraph_text
 from support.cli import DUPFILTER_DB, installed, run
 
 from mailfilter.config import load_settings
-from mailfilter.engine import Engine
+from mailfilter.engine import Engine, remember
 
 TEXT = paragraph_text(41, count=150)
 DAY = 86400
@@ -43,8 +43,10 @@ def fill(store: Path, ages_in_days: dict[str, tuple[str, float]]) -> dict[str, i
     ids = {}
     with Engine(load_settings(search=False), str(store)) as engine:
         for message_id, (text, age) in ages_in_days.items():
-            verdict = engine.check(make_message(text, message_id=message_id), record=False)
-            ids[message_id] = engine.record(verdict, now=now - int(age * DAY))
+            decision = engine.process(engine.analyse(make_message(text, message_id=message_id)),
+                                      (), remember, now=now - int(age * DAY))
+            assert decision.recording is not None
+            ids[message_id] = decision.recording.doc_id
     return ids
 
 

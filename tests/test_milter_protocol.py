@@ -96,7 +96,7 @@ def test_default_config_tags_every_message_and_second_copy_is_duplicate(daemon):
     assert [line["queue"] for line in lines] == ["Q1", "Q2"]
     assert [line["verdict"] for line in lines] == ["unique", "duplicate"]
     assert lines[1]["match"] == "<m1@example.test>" and lines[1]["action"] == "tag"
-    assert lines[1]["recorded"] == "queued"
+    assert lines[1]["recorded"] == "yes"
 
 
 def test_near_duplicate_is_tagged_with_score(daemon):
@@ -141,7 +141,7 @@ def test_reject_with_configured_text_and_not_recorded(daemon):
     assert [line["action"] for line in lines] == ["tag", "reject", "reject"]
     # A rejected copy is not remembered: the third is matched against the first only.
     assert [line["seen"] for line in lines] == ["1", "2", "2"]
-    assert [line["recorded"] for line in lines] == ["queued", "no", "no"]
+    assert [line["recorded"] for line in lines] == ["yes", "no", "no"]
 
 
 def test_reject_of_unique_is_not_recorded(daemon):

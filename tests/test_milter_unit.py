@@ -160,7 +160,7 @@ def test_testctx_internal_error_is_on_error_never_reject(runtime, monkeypatch, e
     def broken(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(rt.engine(), "check", broken)
+    monkeypatch.setattr(rt.engine(), "analyse", broken)
     ctx, rc = feed()
     assert rc == Milter.ACCEPT and ctx._msg["X-Dupfilter"] is None
     rt.settings.milter.on_error = "tempfail"
@@ -209,7 +209,7 @@ def test_verdict_fields(runtime):
     rt = runtime()
     engine = rt.engine()
     raw = f"Message-ID: <m1@x>\r\nSubject: s\r\n\r\n{TEXT}\r\n".encode()
-    engine.record(engine.check(raw, ["a@x"], record=False))
+    engine.check(raw, ["a@x"])
     verdict = engine.check(raw.replace(b"m1@x", b"m2@x"), ["a@x"], record=False)
     fields = logs.verdict_fields(verdict)
     assert list(fields) == ["verdict", "score", "reason", "match", "match_doc", "seen",
@@ -217,7 +217,7 @@ def test_verdict_fields(runtime):
     assert fields["verdict"] == "duplicate" and fields["match"] == "<m1@x>"
     assert fields["msgid"] == "<m2@x>" and fields["rcpts_seen"] == 1
     line = Outcome(MILTER_LINE, "tag", verdict, queue="Q1", size=10, capped=False, rcpts=1,
-                   dropped=0, recorded="queued", ms=0.5).fields()
+                   dropped=0, recorded="yes", ms=0.5).fields()
     assert list(line) == ["queue", "action", *fields, "bytes", "capped", "rcpts", "dropped",
                           "recorded", "ms"]     # note= only when there is one
     for example in blocks("milter-log"):         # the example lines of the docs

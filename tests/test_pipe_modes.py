@@ -135,3 +135,20 @@ def test_json_without_mode_goes_to_stderr(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert done.stdout.startswith(b"X-Dupfilter: unique\n") and done.stdout.endswith(raw)
     assert b'"verdict": "unique"' in done.stderr
+
+
+def test_a_message_not_passed_on_is_not_remembered(tmp_path: Path) -> None:
+    """stdout cannot be written (procmail gone): exit 75, procmail keeps the message and
+    retries, and the retry is a new message, not a copy of one never delivered (before,
+    the message was recorded before it was written)."""
+    raw = make_message(paragraph_text(61), message_id="<lost@example.org>")
+    store = tmp_path / "store"
+    child = subprocess.Popen([DUPFILTER, "--db", str(store), "--tag"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None
+    child.stdout.close()                        # nobody reads what it writes
+    _, err = child.communicate(raw, timeout=60)
+    assert child.returncode == 75, err
+    assert b"cannot write the message" in err
+    again = run(DUPFILTER, "--db", str(store), "--check", stdin=raw)
+    assert again.returncode == 1, again.stderr      # not a duplicate

@@ -13,7 +13,7 @@ import pytest
 from helpers import make_message, paragraph_text
 
 from mailfilter.config import Settings
-from mailfilter.engine import Engine
+from mailfilter.engine import Engine, remember
 from mailfilter.recorder import Recorder
 
 
@@ -106,7 +106,7 @@ def test_a_cancelled_waiter_does_not_stop_its_record() -> None:
     assert first is not None and done == ["first", "second"]
 
 
-def test_engine_decide_later_checks_in_order_and_record_later_remembers(
+def test_engine_decide_later_checks_in_order_and_process_later_remembers(
         tmp_path: Path) -> None:
     with Engine(Settings(), str(tmp_path / "store")) as engine:
         raws = [make_message(paragraph_text(seed), message_id=f"<m{n}@example.org>")
@@ -116,9 +116,9 @@ def test_engine_decide_later_checks_in_order_and_record_later_remembers(
         verdicts = checked.result(10)
         # The third is the first again: the writer checked it after recording the first.
         assert [v.kind for v in verdicts] == ["unique", "unique", "duplicate"]
-        later = engine.check(make_message(paragraph_text(3)), record=False)
-        future = engine.record_later(later)
-        assert future is not None and future.result(10) is not None
+        future = engine.process_later(engine.analyse(make_message(paragraph_text(3))), (),
+                                      remember)
+        assert future is not None and future.result(10).recording is not None
         started = time.monotonic()
         again = engine.check(make_message(paragraph_text(3), message_id="<x@example.org>"),
                              record=False)

@@ -16,13 +16,14 @@ import os
 import stat
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from mailfilter import __version__
 from mailfilter.cli import settings_from
 from mailfilter.config import ConfigError, Refused, check_store_location
-from mailfilter.decision import PIPE, plan
+from mailfilter.decision import PIPE, PIPE_CHECK, Disposition, FrontEnd, plan, plan_error
 from mailfilter.detector import Verdict
-from mailfilter.engine import Engine
+from mailfilter.engine import Decision, Engine
 from mailfilter.headers import pass_through, tag_message
 from mailfilter.store import StoreError
 
@@ -165,7 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         _say(f"dupfilter: cannot read the message: {error}")
         return EX_TEMPFAIL if args.tag else 1
-    verdict: Verdict | None = None
+    front_end = PIPE if args.tag else PIPE_CHECK
+    decision: Decision[Disposition] | None = None
+    engine: Engine | None = None
     try:
         if getattr(args, "usage_error", False):
             _say("dupfilter: bad command line; " + (
@@ -174,8 +177,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             _check_values(args)
             settings = settings_from(args)
-            with Engine(settings) as engine:
-                verdict = engine.check(raw, args.recipient, record=not args.no_record)
+            recipients = list(args.recipient)
+
+            def planned(verdict: Verdict) -> Disposition:
+                disposition = plan(verdict, None, recipients, front_end)
+                return replace(disposition, record=False) if args.no_record else disposition
+            engine = Engine(settings)
+            decision = engine.process(engine.analyse(raw), recipients, planned)
+            verdict = decision.verdict
+            if decision.record_error:
+                _say(f"dupfilter: cannot remember the message ({decision.record_error}); "
+                     "checked without recording")
             if verdict.defects:
                 _say(f"dupfilter: note: {verdict.message_id or 'message without Message-ID'}: "
                      f"{'; '.join(verdict.defects[:4])}")
@@ -191,6 +203,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _say(f"dupfilter: interrupted ({type(error).__name__}); "
              "message passed through unchecked")
+    status = _act(args, raw, decision, front_end)
+    if engine is not None:
+        try:
+            if status == EX_TEMPFAIL and decision is not None and decision.recording:
+                # Not passed on: procmail keeps the message and retries; its retry is no copy.
+                engine.undo(decision.recording)
+            engine.close()
+        except Exception as error:  # noqa: BLE001 - the message went where status says
+            _say(f"dupfilter: closing the store: {type(error).__name__}: {error}")
+    return status
+
+
+def _act(args: argparse.Namespace, raw: bytes, decision: Decision[Disposition] | None,
+         front_end: FrontEnd) -> int:
+    """Carry out the disposition (or, unchecked, the pipe's error one): the JSON line, the
+    message on stdout, the exit status."""
+    verdict = decision.verdict if decision is not None else None
     if args.json and verdict is not None:
         import json
         try:
@@ -198,12 +227,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as error:  # noqa: BLE001
             line = json.dumps({"error": f"{type(error).__name__}: {error}"})
         _say(line, sys.stderr if args.tag else sys.stdout)
+    disposition = decision.plan if decision is not None else plan_error("accept", front_end)
     if args.tag:
         output = None
-        if verdict is not None:
+        if decision is not None:
             try:
-                header = plan(verdict, None, args.recipient, PIPE).header
-                output = tag_message(raw, header or "")
+                output = tag_message(raw, disposition.header or "")
             except Exception as error:  # noqa: BLE001
                 _say(f"dupfilter: cannot add the header ({error}); passing through")
         if output is None:
@@ -219,8 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as error:
             _say(f"dupfilter: cannot write the message: {error}")
             return EX_TEMPFAIL
-        return 0
-    return 0 if verdict is not None and verdict.is_duplicate else 1
+    assert disposition.exit_status is not None
+    return disposition.exit_status
 
 
 def _unchecked(args: argparse.Namespace) -> str:

@@ -4,15 +4,14 @@ libmilter serves each MTA connection on a thread of its own (or of its worker po
 share one :class:`Runtime` and its engine.  Each message is collected (envelope, headers, a
 capped body) and checked once at end of message; :func:`~mailfilter.decision.plan` decides
 and this module only turns the :class:`~mailfilter.decision.Disposition` into pymilter
-calls (remove and add headers, delete recipients, quarantine, set the reply).  A message is
-recorded only once it is accepted, by the engine's group-commit writer.  Any internal error
-answers per ``milter.on_error`` (accept or tempfail), never reject or discard.
+calls (remove and add headers, delete recipients, quarantine, set the reply).  Check, plan
+and record are one unit of work on the engine's group-commit writer (``Engine.process``):
+two copies delivered at once leave one record and one duplicate verdict.  Any internal
+error answers per ``milter.on_error`` (accept or tempfail), never reject or discard.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import functools
 import logging
 import threading
 import time
@@ -34,18 +33,21 @@ from mailfilter.logs import (
 from mailfilter.message import WholeBodyDigest
 from mailfilter.names import Action
 from mailfilter.service import STORE_RETRY_SECONDS, LazyEngine
+from mailfilter.store import StoreError
 
 if TYPE_CHECKING:  # imported lazily: see server.main()
+    from collections.abc import Callable
+
     from mailfilter.detector import Verdict
-    from mailfilter.engine import Engine
+    from mailfilter.engine import Analysis, Decision, Engine
 
 PROGRAM = "dupfilter-milter"
 # Actions we may ask of the MTA (negotiated; nothing else is requested).
 ACTION_FLAGS = Milter.ADDHDRS | Milter.CHGHDRS | Milter.DELRCPT | Milter.QUARANTINE
 # Header bytes kept per message (the MTA limits headers too; this bounds memory).
 MAX_HEADER_BYTES = 1024 * 1024
-# How long a message waits for the previous one of its connection to be recorded.
-READ_YOUR_WRITES_SECONDS = 2.0
+# How long a message waits for the writer to check and record it before on_error applies.
+PROCESS_SECONDS = 30.0
 
 
 class Runtime:
@@ -57,9 +59,9 @@ class Runtime:
         self.settings = settings
         self.logger = logger
         self.engines = LazyEngine(settings, logger, "milter", retry_seconds=retry_seconds)
-        # Accepted messages are recorded by the engine's writer thread, many per
-        # transaction (serve() asks for it); without, each in its own transaction before
-        # answering the MTA.
+        # Messages are checked and recorded by the engine's writer thread, many per
+        # transaction (serve() asks for it); without, each in its own transaction on its
+        # connection's thread.
         self.group_commit = group_commit
         self._inflight = 0
         self._inflight_cond = threading.Condition()
@@ -87,18 +89,20 @@ class Runtime:
         """Commit the queued records and close the store."""
         self.engines.close()
 
-    def record_failed(self, queue_id: str | None, error: BaseException) -> None:
-        """An accepted message could not be recorded: said once a minute."""
-        self.store_warnings.warn("record", "cannot record an accepted message (queue %s): "
-                                 "%s", queue_id, error)
-
-    def _recorded(self, queue_id: str | None, future: concurrent.futures.Future) -> None:
-        """The writer's answer for one queued record (runs on the writer thread)."""
-        error = None if future.cancelled() else future.exception()
-        if error is not None:
-            self.record_failed(queue_id, error)
-        else:
-            self.logger.debug("recorded 1 message(s) (queue %s)", queue_id)
+    def process(self, engine: Engine, analysis: Analysis, recipients: list[str],
+                sender: str | None, planned: Callable[[Verdict], Disposition]
+                ) -> Decision[Disposition]:
+        """Check, plan and record one message: on the writer thread (group commit), or in
+        this thread's own transaction when the writer is not used or its queue is full."""
+        future = engine.process_later(analysis, recipients, planned, sender=sender) \
+            if self.group_commit else None
+        if future is None:
+            return engine.process(analysis, recipients, planned, sender=sender)
+        try:
+            return future.result(PROCESS_SECONDS)
+        except StoreError as error:     # recording failed (disk full): checked all the same
+            return engine.process_unrecorded(analysis, recipients, planned, error,
+                                             sender=sender)
 
     # -- messages in flight -----------------------------------------------------------
 
@@ -129,8 +133,6 @@ class DupfilterMilter(Milter.Base):
     def __init__(self) -> None:
         self._ctx = None
         self._active = False
-        # This connection's latest queued record: the next message waits for it.
-        self._last_record: concurrent.futures.Future | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -215,7 +217,7 @@ class DupfilterMilter(Milter.Base):
         try:
             if name.lower() == HEADER_NAME.lower():
                 self.ours += 1
-            line = name.encode("ascii", "replace") + b": " + value + b"\r\n"
+            line = name.encode("ascii", "replace") + b": " + value + b"\n"
             if self.header_bytes_kept + len(line) <= MAX_HEADER_BYTES:
                 self.headers.append(line)
                 self.header_bytes_kept += len(line)
@@ -267,23 +269,28 @@ class DupfilterMilter(Milter.Base):
             engine = rt.engine()
             if engine is None:
                 return self._on_error(outcome, "store unavailable")
-            raw = b"".join(self.headers) + b"\r\n" + b"".join(self.chunks)
-            if self._last_record is not None:
-                # Read your writes: the previous message of this connection is in the store.
-                concurrent.futures.wait((self._last_record,), READ_YOUR_WRITES_SECONDS)
-                self._last_record = None
-            verdict = engine.check(
-                raw, [_bare(r) for r in self.recipients], record=False,
-                sender=_bare(self.sender) or None,
-                whole_body=None if self.whole_body is None else self.whole_body.digest())
-            disposition = plan(verdict, rt.settings.milter, self.recipients, MILTER)
+            raw = b"".join(self.headers) + b"\n" + b"".join(self.chunks)
+            analysis = engine.analyse(
+                raw, whole_body=None if self.whole_body is None else self.whole_body.digest())
+            settings, recipients = rt.settings.milter, list(self.recipients)
+
+            def planned(verdict: Verdict) -> Disposition:
+                return plan(verdict, settings, recipients, MILTER)
+            decision = rt.process(engine, analysis, [_bare(r) for r in recipients],
+                                  _bare(self.sender) or None, planned)
+            verdict, disposition = decision.verdict, decision.plan
             outcome.action, outcome.verdict = disposition.action, verdict
             outcome.size, outcome.capped = self._size()
             outcome.rcpts, outcome.dropped = len(self.recipients), len(disposition.drop)
             outcome.note = disposition.note
             result = self._apply(disposition)
-            recorded = self._record(engine, verdict, outcome.queue) if disposition.record \
-                else "no"
+            recorded = "yes" if decision.recording is not None else \
+                "failed" if decision.record_error else "no"
+            if decision.recording is not None:
+                rt.logger.debug("recorded 1 message(s) (queue %s)", outcome.queue)
+            if decision.record_error:
+                rt.store_warnings.warn("record", "cannot record an accepted message (queue "
+                                       "%s): %s", outcome.queue, decision.record_error)
         except BaseException as error:  # never a traceback to the MTA: pymilter's answer
             # to one is TEMPFAIL whatever on_error says, and PyErr_Print ends the whole
             # process on SystemExit.  (No KeyboardInterrupt here: signals are blocked in
@@ -302,24 +309,6 @@ class DupfilterMilter(Milter.Base):
         finally:
             self._end_message()
             self._reset()
-
-    def _record(self, engine: Engine, verdict: Verdict, queue_id: str | None) -> str:
-        """Remember an accepted message: queued, yes, skipped (queue full) or failed."""
-        rt = self.runtime
-        if not rt.group_commit:
-            try:
-                engine.record(verdict)
-                return "yes"
-            except Exception as error:  # the message is accepted anyway (its line says so)
-                rt.record_failed(queue_id, error)
-                return "failed"
-        future = engine.record_later(verdict)
-        if future is None:
-            rt.logger.warning("queue=%s record queue full: message not recorded", queue_id)
-            return "skipped"
-        future.add_done_callback(functools.partial(rt._recorded, queue_id))
-        self._last_record = future
-        return "queued"
 
     def _apply(self, disposition: Disposition) -> int:
         """The disposition as pymilter calls; returns the answer to end of message."""

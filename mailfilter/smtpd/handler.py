@@ -1,9 +1,11 @@
 """dupfilter-smtpd's handler: aiosmtpd hooks that relay MAIL and RCPT to the next hop as
 they come, and at the end of DATA ask the core for a verdict and a disposition
 (:func:`~mailfilter.decision.plan`), then translate it: the tagged (or untagged) message to
-the recipients kept, or a reply upstream (250 for a discard, 550, 451).  A message is
-recorded (by the engine's group-commit writer) once the next hop accepted it, before the
-upstream hears so.
+the recipients kept, or a reply upstream (250 for a discard, 550, 451).  Check, plan and
+record are one unit of work on the engine's group-commit writer (``Engine.process``), so a
+copy arriving meanwhile is known as a duplicate; when the next hop then does not take the
+message (or may not have), the record is taken back (``Engine.undo``): its retry must not
+count as a copy.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 from aiosmtpd.smtp import Envelope
 
 from mailfilter.config import Settings
-from mailfilter.decision import SMTPD, Disposition, plan, plan_error
+from mailfilter.decision import (
+    DISCARDED_TEXT,
+    SMTPD,
+    UNCHECKED_TEXT,
+    Disposition,
+    plan,
+    plan_error,
+)
 from mailfilter.headers import pass_through, tag_message
 from mailfilter.logs import SMTPD_LINE, Outcome, ThrottledWarning, log_failure, log_outcome
 from mailfilter.names import Action
@@ -27,13 +36,16 @@ from mailfilter.service import LazyEngine
 from mailfilter.smtpd.nexthop import NextHop, NextHopError, NextHopUnsure, Relay
 from mailfilter.smtpd.protocol import XFORWARD_ATTRIBUTES, FilterSMTP, RelayEnvelope, peer
 from mailfilter.smtpd.wire import Reply, tempfail, to_crlf
+from mailfilter.store import StoreError
 
 if TYPE_CHECKING:
-    from mailfilter.detector import Verdict
+    from mailfilter.detector import Recording, Verdict
     from mailfilter.engine import Engine
     from mailfilter.smtpd.server import FilterServer
 
 PROGRAM = "dupfilter-smtpd"
+# How long a message waits for the writer to check and record it before on_error applies.
+PROCESS_SECONDS = 30.0
 _QUEUED_AS = re.compile(r"queued as ([0-9A-Za-z]+)")
 
 
@@ -44,8 +56,10 @@ class Checked:
     disposition: Disposition
     payload: bytes | None = None        # what goes to the next hop (CRLF lines)
     verdict: Verdict | None = None      # None: not checked (on_error)
-    engine: Engine | None = None        # the engine that checked it (records it)
+    engine: Engine | None = None        # the engine that checked it (and recorded it)
     error: str | None = None
+    recording: Recording | None = None  # what recording did (taken back if not delivered)
+    record_error: str | None = None     # why it could not be recorded (checked anyway)
 
 
 class FilterHandler:
@@ -119,9 +133,23 @@ class FilterHandler:
         engine = self.engines.get()
         if engine is None:          # the store could not be opened (yet): on_error
             raise RuntimeError("store unavailable")
-        verdict = engine.check(raw, recipients, record=False, sender=sender)
-        disposition = plan(verdict, self.settings.smtpd, recipients, SMTPD)
-        checked = Checked(disposition, verdict=verdict, engine=engine)
+        analysis = engine.analyse(raw)
+        settings = self.settings.smtpd
+
+        def planned(verdict: Verdict) -> Disposition:
+            return plan(verdict, settings, recipients, SMTPD)
+        future = engine.process_later(analysis, recipients, planned, sender=sender)
+        if future is None:
+            decision = engine.process(analysis, recipients, planned, sender=sender)
+        else:
+            try:
+                decision = future.result(PROCESS_SECONDS)
+            except StoreError as error:    # recording failed (disk full): checked anyway
+                decision = engine.process_unrecorded(analysis, recipients, planned, error,
+                                                     sender=sender)
+        disposition = decision.plan
+        checked = Checked(disposition, verdict=decision.verdict, engine=engine,
+                          recording=decision.recording, record_error=decision.record_error)
         if disposition.delivered:
             checked.payload = self._untagged(raw) if disposition.header is None \
                 else to_crlf(tag_message(raw, disposition.header))
@@ -179,9 +207,7 @@ class FilterHandler:
         outcome.dropped = len(disposition.drop) if disposition.keep else None
         outcome.note, outcome.error = disposition.note, checked.error
         reply, next_hop = await self._act(checked, relay, outcome)
-        # Remembered before the upstream hears 250, so that a copy sent right after this
-        # one's acceptance is known as a duplicate.
-        outcome.recorded = reply.ok and disposition.record and await self._record(checked)
+        outcome.recorded = await self._settle(checked, reply.ok and not outcome.maybe_delivered)
         outcome.reply = reply.code
         outcome.next_hop = next_hop
         queued = _QUEUED_AS.search(next_hop or "")
@@ -203,8 +229,8 @@ class FilterHandler:
             if refusal is not None:
                 return Reply(refusal.code, (f"{refusal.status} {refusal.text}",)), None
             if disposition.action is Action.DISCARD:
-                return Reply(250, ("2.0.0 Ok: discarded by dupfilter",)), None
-            return tempfail("dupfilter could not check the message, try again later"), None
+                return Reply(250, (f"2.0.0 {DISCARDED_TEXT}",)), None
+            return tempfail(UNCHECKED_TEXT), None
         try:
             reply = await relay.deliver(checked.payload, disposition.keep or None)
         except NextHopUnsure as error:
@@ -214,17 +240,25 @@ class FilterHandler:
             return tempfail(f"next hop: {error}"), str(error)
         return reply, reply.text()
 
-    async def _record(self, checked: Checked) -> bool:
-        """Remember a delivered message (the engine's writer, many per transaction)."""
-        assert checked.engine is not None and checked.verdict is not None
+    async def _settle(self, checked: Checked, delivered: bool) -> bool:
+        """Whether the message stays recorded: taken back (``Engine.undo``) when the next
+        hop did not take it, or may not have (its retry is then not a copy); a failure to
+        record it is said once a minute."""
+        if checked.record_error:
+            self.store_warnings.warn("record", "cannot record a delivered message: %s",
+                                     checked.record_error)
+        if checked.recording is None:
+            return False
+        if delivered:
+            return True
+        assert checked.engine is not None
         try:
-            future = checked.engine.record_later(checked.verdict)
-            if future is None:
-                raise RuntimeError("the record queue is full")
-            return await asyncio.wrap_future(future) is not None
+            await asyncio.get_running_loop().run_in_executor(
+                self.executor, checked.engine.undo, checked.recording)
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # delivered anyway: the log line says recorded=no
-            self.store_warnings.warn("record", "cannot record a delivered message: %s: %s",
+        except Exception as error:  # noqa: BLE001 - the reply stands; the log says why
+            self.store_warnings.warn("record", "cannot take back the record of a message "
+                                     "the next hop did not take: %s: %s",
                                      type(error).__name__, error)
-            return False
+        return False
