@@ -457,7 +457,6 @@ def masked(text: str) -> str:
 
 
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
-HOST_FORMS = "an IPv4 address, an IPv6 address or a host name"
 
 
 def check_host(host: str, value: object, expected: str, example: str) -> str:

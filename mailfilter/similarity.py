@@ -17,14 +17,14 @@ from collections.abc import Iterable, Sequence
 
 import xxhash
 
-from mailfilter.fingerprint import chunk_digests
+from mailfilter.fingerprint import HISTOGRAM_BINS, chunk_digests
 
 Chunk = tuple[int, int]  # (digest, length)
 _LCS_CELLS_MAX = 4_000_000
 
 
 # The lowest bit of every byte of a 36-byte integer.
-_LOW_BITS = int.from_bytes(b"\x01" * 36, "big")
+_LOW_BITS = int.from_bytes(b"\x01" * HISTOGRAM_BINS, "big")
 
 
 def histogram_distance(a: bytes, b: bytes) -> tuple[int, int]:
@@ -36,7 +36,8 @@ def histogram_distance(a: bytes, b: bytes) -> tuple[int, int]:
         raise ValueError("histograms of different lengths")
     if a == b:
         return 0, 0
-    low_bits = _LOW_BITS if len(a) == 36 else int.from_bytes(b"\x01" * len(a), "big")
+    low_bits = _LOW_BITS if len(a) == HISTOGRAM_BINS else \
+        int.from_bytes(b"\x01" * len(a), "big")
     folded = int.from_bytes(a, "big") ^ int.from_bytes(b, "big")
     folded |= folded >> 4
     folded |= folded >> 2
@@ -83,11 +84,6 @@ def sketch_comparison(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int
 def sketch_resemblance(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int) -> float:
     """Resemblance estimated from two bottom-k sketches (see :func:`sketch_comparison`)."""
     return sketch_comparison(sketch_a, sketch_b, k)[0]
-
-
-def sketch_containment(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int) -> float:
-    """Containment of A in B estimated from bottom-k sketches."""
-    return sketch_comparison(sketch_a, sketch_b, k)[1]
 
 
 # -- seed 004 --------------------------------------------------------------------------

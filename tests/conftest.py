@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,36 @@ SLOW_TESTS = frozenset((
     "test_smtpd_wire.py::test_wire_fuzzer_finds_nothing",
     "test_packaging.py::test_sdist_and_wheel_build",             # builds sdist and wheel
 ))
+
+
+# The system programs test files drive (the Redis fixtures say so for redis-server
+# themselves); .ci/run installs their Debian packages.  A test whose program is missing
+# fails at once with that line, instead of somewhere inside the test.
+PROGRAMS: dict[str, tuple[tuple[str, str], ...]] = {
+    "test_docs.py": (("procmail", "procmail"), ("maildrop", "maildrop"), ("m4", "m4"),
+                     ("postconf", "postfix"), ("sievec", "dovecot-sieve")),
+    "test_cli.py": (("procmail", "procmail"),),
+    "test_pipe_modes.py": (("procmail", "procmail"),),
+    "test_pipe_property.py": (("procmail", "procmail"),),
+    "test_procmail.py": (("procmail", "procmail"),),
+    "test_histogram_golden.py": (("gcc", "gcc"),),
+    "test_systemd.py": (("systemd-analyze", "systemd"),),
+    "test_milter_postfix.py": (("postfix", "postfix"), ("maildrop", "maildrop")),
+    "test_smtpd_postfix.py": (("postfix", "postfix"),),
+    "test_rspamd_peer.py": (("rspamd", "rspamd"),),
+}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail clearly when a program the test drives is not installed."""
+    missing = [(program, package) for program, package in PROGRAMS.get(item.path.name, ())
+               if shutil.which(program) is None
+               and not Path("/usr/sbin", program).exists()]
+    if missing:
+        names = ", ".join(f"{program} (Debian package {package})"
+                          for program, package in missing)
+        pytest.fail(f"{item.path.name} drives {names}, not installed here: `bash .ci/run` "
+                    "installs every package the tests need", pytrace=False)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

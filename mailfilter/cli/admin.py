@@ -234,7 +234,7 @@ def _plot_per_day(stats: dict[str, object], path: str) -> None:
     try:
         import matplotlib
     except ImportError:
-        raise ValueError("--plot needs matplotlib: pip install 'dupfilter[plot]'") from None
+        raise ValueError("--plot needs matplotlib: pip install 'dupfilter-mail[plot]'") from None
     matplotlib.use("Agg")
     import datetime
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from mailfilter.config import Settings
 from mailfilter.engine import Engine, analyse
-from mailfilter.fingerprint import ALPHABET
+from mailfilter.fingerprint import ALPHABET, HISTOGRAM_BINS
 from mailfilter.headers import verdict_value
 from mailfilter.rules import describe
 from mailfilter.sources import iter_messages
@@ -90,7 +90,8 @@ def evidence_measures(e: Evidence) -> str:
     if e.containment is not None:
         measures.append(f"containment {e.containment:.2f}")
     if e.histogram_positions is not None:
-        measures.append(f"character histogram: {e.histogram_positions} of 36 bins differ")
+        measures.append(f"character histogram: {e.histogram_positions} of {HISTOGRAM_BINS} "
+                        "bins differ")
     if e.attachment_similarity is not None:
         measures.append(f"attachments' length-weighted chunk similarity "
                         f"{e.attachment_similarity:.2f}")
@@ -305,7 +306,8 @@ def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
           f"   threshold {detector.resemblance_threshold:.2f}"
           + (f"; words {fps[0].word_count} / {fps[1].word_count}: fewer than "
              f"{detector.min_words} on one side: the short-text rules apply" if short else ""))
-    print(f"  character histogram                {positions} of 36 bins differ (largest "
+    print(f"  character histogram                {positions} of {HISTOGRAM_BINS} bins differ "
+          "(largest "
           f"{largest}); sums {fps[0].histogram_sum} / {fps[1].histogram_sum}; "
           + (f"a near-duplicate at most {detector.histogram_max_positions} bins apart"
              if histogram_applies else

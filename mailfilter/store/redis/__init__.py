@@ -94,7 +94,7 @@ from mailfilter.store import (
     message_id_key,
 )
 
-try:  # the optional dependency: pip install 'dupfilter[redis]'
+try:  # the optional dependency: pip install 'dupfilter-mail[redis]'
     import redis
     from redis.backoff import ExponentialWithJitterBackoff
     from redis.cluster import RedisCluster
@@ -379,7 +379,7 @@ class RedisStore:
                  readonly: bool = False) -> None:
         if redis is None:
             raise StoreError("a redis:// store needs the redis package: "
-                             "pip install 'dupfilter[redis]' (and hiredis for speed)")
+                             "pip install 'dupfilter-mail[redis]' (and hiredis for speed)")
         if "{" in key_prefix or "}" in key_prefix:
             raise StoreError(f"Redis key prefix {key_prefix!r} must not contain braces "
                              "(dupfilter puts its own hash tags in the keys)")
