@@ -200,6 +200,16 @@ class SmtpdSettings:
 
 
 @dataclass
+class AnalysisSettings:
+    """The daemons' work budget (mailfilter/workers.py): a message of ``offload_bytes`` or
+    more is analysed in one of ``workers`` processes, for at most ``deadline`` seconds."""
+
+    deadline: float = 2.0
+    workers: int = 2
+    offload_bytes: int = 128 * 1024
+
+
+@dataclass
 class PolicySettings:
     """Allow rules for mail that legitimately repeats (see mailfilter/policy.py)."""
 
@@ -230,6 +240,7 @@ class Settings:
     detector: DetectorSettings = field(default_factory=DetectorSettings)
     milter: MilterSettings = field(default_factory=MilterSettings)
     smtpd: SmtpdSettings = field(default_factory=SmtpdSettings)
+    analysis: AnalysisSettings = field(default_factory=AnalysisSettings)
     policy: PolicySettings = field(default_factory=PolicySettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     log: LogSettings = field(default_factory=LogSettings)
@@ -288,6 +299,9 @@ class Settings:
             (detector.scope in ("recipient", "global"), "detector.scope",
              "must be \"recipient\" or \"global\""),
             (store.map_size_mb >= 1, "store.map_size_mb", "must be at least 1 (MiB)"),
+            (self.analysis.deadline > 0, "analysis.deadline", "must be more than 0 (seconds)"),
+            (0 <= self.analysis.workers <= 64, "analysis.workers", "must be 0..64"),
+            (self.analysis.offload_bytes >= 0, "analysis.offload_bytes", "must be 0 or more"),
             (store.timeout > 0, "store.timeout", "must be more than 0 (seconds)"),
             (self.milter.on_error in ON_ERROR, "milter.on_error", f"must be one of {ON_ERROR}"),
             (self.smtpd.on_error in ON_ERROR, "smtpd.on_error", f"must be one of {ON_ERROR}"),

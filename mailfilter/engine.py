@@ -17,7 +17,7 @@ from mailfilter import fingerprint as fingerprints
 from mailfilter.aliases import load_aliases
 from mailfilter.config import FingerprintSettings, Settings
 from mailfilter.detector import UNIQUE, Detector, Recording, Verdict
-from mailfilter.message import parse
+from mailfilter.message import first_look, parse
 from mailfilter.policy import compile_rules, first_match
 from mailfilter.store import Store, StoreError, open_store
 
@@ -245,6 +245,23 @@ class Engine:
         if verdict.recorded_id is not None:
             self.detector.forget_added(verdict, when)
         return Decision(verdict, disposition, None)
+
+    def process_known(self, raw: bytes, recipients: Sequence[str],
+                      plan: Callable[[Verdict], P], *, sender: str | None = None
+                      ) -> Decision[P] | None:
+        """A message whose analysis ran out of time (``mailfilter.workers``), judged on
+        what is known without its body: its Message-ID.  The decision when that names a
+        stored message (a duplicate); None when it says nothing — the front end then acts
+        as ``on_error`` says.  Nothing is recorded."""
+        preview = first_look(raw)
+        if not preview.message_id:
+            return None
+        known = Analysis(preview.message_id, fingerprints.Fingerprint(
+            histogram=bytes(fingerprints.HISTOGRAM_BINS), histogram_sum=0, histogram_chars=0,
+            sketch=(), shingle_count=0, word_count=0, digest=preview.body_digest),
+            ("over budget",))
+        decision = self._process(known, recipients, plan, None, sender, record=False)
+        return decision if decision.verdict.measure == "message-id" else None
 
     def undo(self, recording: Recording) -> None:
         """Take back what recording a message did (it was not passed on after all)."""

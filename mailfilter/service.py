@@ -440,7 +440,7 @@ class DaemonStatus:
             data["messages"] += 1
             if outcome.verdict is not None:
                 verdicts = data["verdicts"]
-                name = str(outcome.verdict.verdict)
+                name = str(outcome.verdict.kind)
                 verdicts[name] = verdicts.get(name, 0) + 1
             decisions = data["decisions"]
             decisions[outcome.decision] = decisions.get(outcome.decision, 0) + 1

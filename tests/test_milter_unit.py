@@ -160,7 +160,7 @@ def test_testctx_internal_error_is_on_error_never_reject(runtime, monkeypatch, e
     def broken(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(rt.engine(), "analyse", broken)
+    monkeypatch.setattr(rt.analyses, "analyse", broken)
     ctx, rc = feed()
     assert rc == Milter.ACCEPT and ctx._msg["X-Dupfilter"] is None
     rt.settings.milter.on_error = "tempfail"

@@ -34,6 +34,7 @@ from mailfilter.message import WholeBodyDigest
 from mailfilter.names import Action
 from mailfilter.service import STORE_RETRY_SECONDS, LazyEngine
 from mailfilter.store import StoreError
+from mailfilter.workers import AnalysisPool, OverBudget
 
 if TYPE_CHECKING:  # imported lazily: see server.main()
     from collections.abc import Callable
@@ -59,6 +60,8 @@ class Runtime:
         self.settings = settings
         self.logger = logger
         self.engines = LazyEngine(settings, logger, "milter", retry_seconds=retry_seconds)
+        # Large messages are analysed in worker processes, within a deadline.
+        self.analyses = AnalysisPool(settings.fingerprint, settings.analysis)
         # Messages are checked and recorded by the engine's writer thread, many per
         # transaction (serve() asks for it); without, each in its own transaction on its
         # connection's thread.
@@ -86,8 +89,9 @@ class Runtime:
         return self.engines.open()
 
     def close(self) -> None:
-        """Commit the queued records and close the store."""
+        """Commit the queued records, close the store, stop the analysis workers."""
         self.engines.close()
+        self.analyses.close()
 
     def process(self, engine: Engine, analysis: Analysis, recipients: list[str],
                 sender: str | None, planned: Callable[[Verdict], Disposition]
@@ -270,14 +274,21 @@ class DupfilterMilter(Milter.Base):
             if engine is None:
                 return self._on_error(outcome, "store unavailable")
             raw = b"".join(self.headers) + b"\n" + b"".join(self.chunks)
-            analysis = engine.analyse(
-                raw, whole_body=None if self.whole_body is None else self.whole_body.digest())
             settings, recipients = rt.settings.milter, list(self.recipients)
+            bare, sender = [_bare(r) for r in recipients], _bare(self.sender) or None
 
             def planned(verdict: Verdict) -> Disposition:
                 return plan(verdict, settings, recipients, MILTER)
-            decision = rt.process(engine, analysis, [_bare(r) for r in recipients],
-                                  _bare(self.sender) or None, planned)
+            try:
+                analysis = rt.analyses.analyse(
+                    raw, None if self.whole_body is None else self.whole_body.digest())
+            except OverBudget as error:     # judged by its Message-ID, or on_error
+                known = engine.process_known(raw, bare, planned, sender=sender)
+                if known is None:
+                    return self._on_error(outcome, f"OverBudget: {error}")
+                decision = known
+            else:
+                decision = rt.process(engine, analysis, bare, sender, planned)
             verdict, disposition = decision.verdict, decision.plan
             outcome.action, outcome.verdict = disposition.action, verdict
             outcome.size, outcome.capped = self._size()

@@ -37,10 +37,11 @@ from mailfilter.smtpd.nexthop import NextHop, NextHopError, NextHopUnsure, Relay
 from mailfilter.smtpd.protocol import XFORWARD_ATTRIBUTES, FilterSMTP, RelayEnvelope, peer
 from mailfilter.smtpd.wire import Reply, tempfail, to_crlf
 from mailfilter.store import StoreError
+from mailfilter.workers import AnalysisPool, OverBudget
 
 if TYPE_CHECKING:
     from mailfilter.detector import Recording, Verdict
-    from mailfilter.engine import Engine
+    from mailfilter.engine import Decision, Engine
     from mailfilter.smtpd.server import FilterServer
 
 PROGRAM = "dupfilter-smtpd"
@@ -76,6 +77,8 @@ class FilterHandler:
         self.server = server
         # Store failures repeat for every message while they last: said once a minute.
         self.store_warnings = ThrottledWarning(logger)
+        # Large messages are analysed in worker processes, within a deadline.
+        self.analyses = AnalysisPool(settings.fingerprint, settings.analysis)
 
     async def handle_EHLO(self, server: FilterSMTP, session: Any, envelope: Envelope,
                           hostname: str, responses: list[str]) -> list[str]:
@@ -133,11 +136,17 @@ class FilterHandler:
         engine = self.engines.get()
         if engine is None:          # the store could not be opened (yet): on_error
             raise RuntimeError("store unavailable")
-        analysis = engine.analyse(raw)
         settings = self.settings.smtpd
 
         def planned(verdict: Verdict) -> Disposition:
             return plan(verdict, settings, recipients, SMTPD)
+        try:
+            analysis = self.analyses.analyse(raw)
+        except OverBudget:              # judged by its Message-ID, or on_error
+            known = engine.process_known(raw, recipients, planned, sender=sender)
+            if known is None:
+                raise
+            return self._checked(known, engine, raw)
         future = engine.process_later(analysis, recipients, planned, sender=sender)
         if future is None:
             decision = engine.process(analysis, recipients, planned, sender=sender)
@@ -147,6 +156,11 @@ class FilterHandler:
             except StoreError as error:    # recording failed (disk full): checked anyway
                 decision = engine.process_unrecorded(analysis, recipients, planned, error,
                                                      sender=sender)
+        return self._checked(decision, engine, raw)
+
+    def _checked(self, decision: Decision[Disposition], engine: Engine, raw: bytes
+                 ) -> Checked:
+        """The decision and what goes to the next hop."""
         disposition = decision.plan
         checked = Checked(disposition, verdict=decision.verdict, engine=engine,
                           recording=decision.recording, record_error=decision.record_error)
