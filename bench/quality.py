@@ -41,7 +41,7 @@ import numpy as np
 
 from mailfilter.config import Settings, load_settings
 from mailfilter.detector import Verdict
-from mailfilter.engine import Analysis, Engine
+from mailfilter.engine import Analysis, Engine, remember
 from mailfilter.fingerprint import shingle_hashes, tokenize
 from mailfilter.message import parse
 from mailfilter.similarity import containment, resemblance
@@ -294,8 +294,10 @@ class Evaluation:
     def store_originals(self) -> None:
         for index in self.original_ids:
             path, raw = self.corpus.messages[index]
-            verdict = self.engine.decide(self.engine.analyse(raw), record=False)
-            doc = self.engine.record(verdict, NOW)
+            recording = self.engine.process(self.engine.analyse(raw), (), remember,
+                                            now=NOW).recording
+            assert recording is not None
+            doc = recording.doc_id
             self.doc_of[index] = doc
             self.path_of_doc.setdefault(doc, path)
 
