@@ -51,6 +51,7 @@ for folder in (BENCH, BENCH.parent):    # variants (bench/ is not a package); te
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
+import busy_store  # noqa: E402
 import variants  # noqa: E402
 
 from tests.support import corpus as shared_corpus  # noqa: E402
@@ -95,6 +96,8 @@ class Check:
     source_containment: float | None = None
     histogram_positions: int | None = None
     related: float = 0.0          # unrelated only: exact resemblance to the closest original
+    # unrelated only, in a busy store: exact resemblance to the host's message it matched
+    host_related: float = 0.0
     sample: bool = False          # unrelated only: in the raw (unfiltered) sample
     content_related: float = 0.0  # unrelated only: the same, boilerplate shingles left out
     raw: bytes = b""              # the variant itself (to measure misses)
@@ -141,6 +144,12 @@ class Report:
     sweep: list[dict[str, object]] = field(default_factory=list)
     seconds: float = 0.0
     code: str = ""
+    # "empty": the originals in a fresh store; "busy": in a busy host's store (half the
+    # corpus the evaluation draws from, the other half the host's traffic).
+    mode: str = "empty"
+    # busy only: negatives that matched the host's own copy of them (the corpus holds
+    # copies: cross-posts, campaigns), left out of the unrelated sets
+    host_copies: int = 0
 
     def targets_met(self) -> list[str]:
         """The targets that are missed, worded for a test failure (empty: all met)."""
@@ -264,7 +273,8 @@ class Evaluation:
     def __init__(self, corpus: Corpus, store_dir: Path, *, originals: int = 1000,
                  seed: int = 1, unrelated: int = 2000, replies: int | None = None,
                  per_kind: int | None = None, settings: Settings | None = None,
-                 kinds: Sequence[str] | None = None) -> None:
+                 kinds: Sequence[str] | None = None,
+                 traffic: dict[str, bytes] | None = None) -> None:
         self.corpus = corpus
         self.settings = settings or load_settings(search=False)
         self.seed = seed
@@ -277,6 +287,9 @@ class Evaluation:
         self.original_ids = chosen
         self.original_raw = {corpus.messages[i][0]: corpus.messages[i][1] for i in chosen}
         self.engine = Engine(self.settings, str(store_dir))
+        # A busy store's own messages by Message-ID (bench/busy_store.py): an "unrelated"
+        # message that matches one of them is measured against it.
+        self.traffic = traffic or {}
         self.doc_of: dict[int, int] = {}     # corpus index → doc id
         self.path_of_doc: dict[int, str] = {}
         self.checks: list[Check] = []
@@ -288,6 +301,12 @@ class Evaluation:
         verdict = self.engine.decide(check.analysis, record=False)
         _judge(check, verdict, self.path_of_doc,
                self.doc_of.get(source) if source is not None else None)
+        match = verdict.match
+        if check.kind == "unrelated" and match is not None and check.raw \
+                and match.doc_id not in self.path_of_doc and match.message_id in self.traffic:
+            ngram = self.settings.fingerprint.ngram
+            check.host_related = resemblance(_shingles(check.raw, ngram),
+                                             _shingles(self.traffic[match.message_id], ngram))
         self.checks.append(check)
         return check
 
@@ -353,7 +372,8 @@ class Evaluation:
                 continue
             kept += unrelated
             check = Check(kind="unrelated", style="unrelated" if unrelated else "related",
-                          source=path, analysis=analysis, related=closest, sample=in_raw)
+                          source=path, analysis=analysis, related=closest, sample=in_raw,
+                          raw=raw if self.traffic else b"")
             check.content_related = 1.0 if same_text else content.closest(
                 table.content(number))
             self._check(check, None)
@@ -381,11 +401,13 @@ class Evaluation:
     def unrelated(self, raw: bool = False) -> list[Check]:
         """The unrelated set, or with ``raw`` the unfiltered sample."""
         return [c for c in self.checks if c.kind == "unrelated" and
-                (c.sample if raw else c.style == "unrelated")]
+                (c.sample if raw else c.style == "unrelated"
+                 and c.host_related < UNRELATED_BELOW)]
 
     def content_unrelated(self) -> list[Check]:
         """The raw sample's messages sharing no more than boilerplate with any original."""
-        return [c for c in self.unrelated(raw=True) if c.content_related < UNRELATED_BELOW]
+        return [c for c in self.unrelated(raw=True) if c.content_related < UNRELATED_BELOW
+                and c.host_related < UNRELATED_BELOW]
 
     def replies(self) -> list[Check]:
         return [c for c in self.checks if c.kind == "quoted_reply"]
@@ -467,6 +489,8 @@ class Evaluation:
             replies=_row("quoted_reply", replies),
             reply_styles=[_row(f"quoted_reply/{style}", checks)
                           for style, checks in sorted(_by(replies, "style").items())],
+            host_copies=sum(1 for c in self.checks if c.kind == "unrelated"
+                            and c.host_related >= UNRELATED_BELOW),
             misses=misses, false_positives=false_positives)
 
 
@@ -498,8 +522,12 @@ def evaluate(corpus: Corpus, *, originals: int = 1000, seed: int = 1, unrelated:
              replies: int | None = None, per_kind: int | None = None,
              threshold: float | None = None, sweep: Sequence[float] = (),
              kinds: Sequence[str] | None = None, worst: int = 10,
-             overrides: Sequence[str] = ()) -> Report:
-    """Run the whole evaluation in a temporary store; ``sweep`` re-decides at each value."""
+             overrides: Sequence[str] = (), busy: bool = False) -> Report:
+    """Run the whole evaluation in a temporary store; ``sweep`` re-decides at each value.
+
+    ``busy``: the store first holds a busy host's traffic (bench/busy_store.py), made from
+    one half of the corpus (seeded); the originals, variants and negatives come from the
+    other half."""
     started = time.perf_counter()
     settings = load_settings(search=False)
     apply_overrides(settings, overrides)
@@ -507,7 +535,18 @@ def evaluate(corpus: Corpus, *, originals: int = 1000, seed: int = 1, unrelated:
         settings.detector.resemblance_threshold = threshold
     chosen = settings.detector.resemblance_threshold
     with tempfile.TemporaryDirectory(prefix="dupfilter-quality-") as folder:
-        evaluation = Evaluation(corpus, Path(folder) / "store", originals=originals,
+        store, traffic = Path(folder) / "store", {}
+        if busy:
+            order = list(range(len(corpus.messages)))
+            random.Random(f"{seed}:busy").shuffle(order)
+            half = len(order) // 2
+            host = [corpus.messages[i] for i in sorted(order[half:])]
+            corpus = Corpus([corpus.messages[i] for i in sorted(order[:half])])
+            built = busy_store.build(
+                Path(folder), settings, [raw for path, raw in host if "ham" in path],
+                [raw for path, raw in host if "spam" in path], seed=seed)
+            store, traffic = built.location, built.by_message_id
+        evaluation = Evaluation(corpus, store, originals=originals, traffic=traffic,
                                 seed=seed, unrelated=unrelated, replies=replies,
                                 per_kind=per_kind, settings=settings, kinds=kinds)
         try:
@@ -524,6 +563,7 @@ def evaluate(corpus: Corpus, *, originals: int = 1000, seed: int = 1, unrelated:
     report.sweep = lines
     report.seconds = time.perf_counter() - started
     report.code = code_state()
+    report.mode = "busy" if busy else "empty"
     return report
 
 
@@ -577,12 +617,24 @@ def render(report: Report, verbose: bool = True) -> str:
             if found:
                 lines += ["", f"false positives: {name}"]
                 lines += [f"  {f}" for f in found]
+    if report.mode == "busy":
+        lines += ["", f"{report.host_copies} negative messages matched a copy of themselves "
+                  f"in the host's traffic (exact resemblance ≥ {UNRELATED_BELOW}) and are "
+                  "not counted as unrelated"]
     failed = report.targets_met()
     lines += ["", "targets: " + ("all met" if not failed else "MISSED: " + "; ".join(failed))]
     return "\n".join(lines)
 
 
-def as_json(report: Report) -> str:
+def as_json(report: Report, busy: Report | None = None) -> str:
+    """The report as JSON (with ``busy``, the busy store's report under "busy")."""
+    data = _data(report)
+    if busy is not None:
+        data["busy"] = _data(busy)
+    return json.dumps(data, indent=2, default=str)
+
+
+def _data(report: Report) -> dict[str, object]:
     data = asdict(report)
     for key in ("rows", "styles", "reply_styles"):
         for row, obj in zip(data[key], getattr(report, key), strict=True):
@@ -590,7 +642,7 @@ def as_json(report: Report) -> str:
     for key in ("unrelated", "unrelated_raw", "unrelated_content", "replies"):
         data[key]["rate"] = round(getattr(report, key).rate, 4)
     data["targets_missed"] = report.targets_met()
-    return json.dumps(data, indent=2, default=str)
+    return data
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -617,6 +669,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json-out", type=Path, default=None,
                         help="also write the machine-readable report to this file")
     parser.add_argument("--brief", action="store_true", help="tables only")
+    parser.add_argument("--mode", choices=("empty", "busy", "both"), default="both",
+                        help="the originals in a fresh store, in a busy host's store "
+                             "(bench/busy_store.py), or both, side by side (the default)")
     args = parser.parse_args(argv)
     sweep: Sequence[float] = ()
     if args.sweep or args.sweep_values:
@@ -624,15 +679,39 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.sweep_values else SWEEP
     with tempfile.TemporaryDirectory(prefix="dupfilter-corpus-") as folder:
         corpus = read_corpus(shared_corpus.unpack(Path(folder), args.corpus))
-    report = evaluate(corpus, originals=args.originals, seed=args.seed,
-                      unrelated=args.unrelated, replies=args.replies,
-                      per_kind=args.per_kind, threshold=args.threshold,
-                      sweep=sweep, kinds=args.kinds.split(",") if args.kinds else None,
-                      worst=args.worst, overrides=args.set)
+    reports = [evaluate(corpus, originals=args.originals, seed=args.seed,
+                        unrelated=args.unrelated, replies=args.replies,
+                        per_kind=args.per_kind, threshold=args.threshold,
+                        sweep=sweep, kinds=args.kinds.split(",") if args.kinds else None,
+                        worst=args.worst, overrides=args.set, busy=mode == "busy")
+               for mode in (("empty", "busy") if args.mode == "both" else (args.mode,))]
     if args.json_out:
-        args.json_out.write_text(as_json(report) + "\n", encoding="utf-8")
-    print(as_json(report) if args.json else render(report, verbose=not args.brief))
-    return 0 if not report.targets_met() else 1
+        args.json_out.write_text(as_json(*reports) + "\n", encoding="utf-8")
+    if args.json:
+        print(as_json(*reports))
+    else:
+        print("\n\n".join(f"## {report.mode} store\n\n" + render(report, not args.brief)
+                           for report in reports))
+        if len(reports) == 2:
+            print("\n" + "\n".join(side_by_side(*reports)))
+    return 0 if not any(report.targets_met() for report in reports) else 1
+
+
+def side_by_side(empty: Report, busy: Report) -> list[str]:
+    """Recall per kind and the false-positive rates, the two stores next to each other."""
+    lines = ["| kind | empty store | busy store |", "| --- | ---: | ---: |"]
+    busy_rows = {row.kind: row for row in busy.rows}
+    for row in empty.rows:
+        other = busy_rows.get(row.kind)
+        lines.append(f"| {row.kind} | {row.rate:.1%} | "
+                     f"{'-' if other is None else f'{other.rate:.1%}'} |")
+    lines.append(f"| **all variants** | {empty.recall:.1%} | {busy.recall:.1%} |")
+    for name in ("unrelated", "unrelated_content", "replies"):
+        lines.append(f"| {name} (false positives) | {getattr(empty, name).rate:.1%} | "
+                     f"{getattr(busy, name).rate:.1%} |")
+    lines.append(f"| targets | {'met' if not empty.targets_met() else 'MISSED'} | "
+                 f"{'met' if not busy.targets_met() else 'MISSED'} |")
+    return lines
 
 
 if __name__ == "__main__":

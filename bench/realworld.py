@@ -97,7 +97,8 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-import realworld_cases as rc  # noqa: E402  (bench/ is not a package)
+import busy_store  # noqa: E402  (bench/ is not a package)
+import realworld_cases as rc  # noqa: E402
 import realworld_corpus  # noqa: E402
 from quality import apply_overrides  # noqa: E402  (the same --set as bench/quality.py)
 
@@ -108,8 +109,13 @@ from mailfilter.headers import verdict_value  # noqa: E402
 if TYPE_CHECKING:
     from peers.rspamd_peer import RspamdFuzzy
 
+    from mailfilter.store import Store
+
 CORPUS_NAME = Path("shared") / "corpus" / "spamassassin.tar.gz"
-METHODS = ("dupfilter", "message-id", "jaccard-5gram", "minhash-lsh", "rspamd-fuzzy")
+# dupfilter-busy: dupfilter again, each case in a busy host's store (bench/busy_store.py).
+METHODS = ("dupfilter", "dupfilter-busy", "message-id", "jaccard-5gram", "minhash-lsh",
+           "rspamd-fuzzy")
+DUPFILTER_METHODS = ("dupfilter", "dupfilter-busy")
 TARGET_FLAGGED, TARGET_FALSE_POSITIVES = 0.99, 0.01
 WORD = re.compile(r"[^\W_]+")
 NGRAM = 5
@@ -349,10 +355,13 @@ def aliases_supported() -> bool:
 
 
 def run_dupfilter(case: rc.Case, overrides: Sequence[str], infos: list[tuple[str, str]],
-                  folder: Path) -> CaseResult:
-    """The case delivered, in order, to a fresh LMDB store."""
+                  folder: Path, busy: Store | None = None) -> CaseResult:
+    """The case delivered, in order, to a fresh LMDB store; with ``busy``, to that busy
+    host's store, after 12 personalised copies of its first message went to other
+    mailboxes, everything rolled back afterwards (bench/busy_store.py)."""
     outcomes: list[Outcome] = []
-    result = CaseResult(case.category, case.index, case.format, "dupfilter", outcomes)
+    result = CaseResult(case.category, case.index, case.format,
+                        "dupfilter" if busy is None else "dupfilter-busy", outcomes)
     store = folder / "store"
     try:
         settings = load_settings(search=False)
@@ -362,27 +371,36 @@ def run_dupfilter(case: rc.Case, overrides: Sequence[str], infos: list[tuple[str
             path = folder / "aliases"
             path.write_text(aliases_text(case), encoding="utf-8")
             settings.detector.aliases = str(path)
-        engine = Engine(settings, str(store))
+        engine = Engine(settings, str(store)) if busy is None else Engine(settings, store=busy)
     except Exception as error:  # noqa: BLE001  (reported per case, not a crash)
         result.error = f"{type(error).__name__}: {error}"
         return result
+    if busy is not None:
+        busy_store.case_in(engine, case.deliveries[0].raw,
+                           lambda: _deliver(engine, case, infos, outcomes, result))
+        return result
     try:
-        for delivery, (subject, sender) in zip(case.deliveries, infos, strict=True):
-            try:
-                verdict = engine.check(delivery.raw, delivery.recipients,
-                                       sender=delivery.sender)
-            except Exception as error:  # noqa: BLE001
-                result.error = f"{type(error).__name__}: {error}"
-                outcomes.append(Outcome(delivery.expect, "error", reason=result.error,
-                                        subject=subject, sender=sender, note=delivery.note))
-                continue
-            outcomes.append(Outcome(delivery.expect, str(verdict.kind), verdict.measure or "",
-                                    verdict.score, verdict_value(verdict), subject, sender,
-                                    delivery.note))
+        _deliver(engine, case, infos, outcomes, result)
     finally:
         engine.close()
         shutil.rmtree(store, ignore_errors=True)
     return result
+
+
+def _deliver(engine: Engine, case: rc.Case, infos: list[tuple[str, str]],
+             outcomes: list[Outcome], result: CaseResult) -> None:
+    """The case's messages through ``engine``, in order, each one's outcome kept."""
+    for delivery, (subject, sender) in zip(case.deliveries, infos, strict=True):
+        try:
+            verdict = engine.check(delivery.raw, delivery.recipients, sender=delivery.sender)
+        except Exception as error:  # noqa: BLE001
+            result.error = f"{type(error).__name__}: {error}"
+            outcomes.append(Outcome(delivery.expect, "error", reason=result.error,
+                                    subject=subject, sender=sender, note=delivery.note))
+            continue
+        outcomes.append(Outcome(delivery.expect, str(verdict.kind), verdict.measure or "",
+                                verdict.score, verdict_value(verdict), subject, sender,
+                                delivery.note))
 
 
 # -- evaluation ----------------------------------------------------------------------------
@@ -414,8 +432,8 @@ class Report:
         rows = [r for r in self.rows if r.method == method]
         return max(rows, key=lambda r: r.distance).category if rows else ""
 
-    def targets_met(self, method: str = "dupfilter") -> bool:
-        return all(r.distance <= 1e-12 for r in self.rows if r.method == method)
+    def targets_met(self, methods: Sequence[str] = DUPFILTER_METHODS) -> bool:
+        return all(r.distance <= 1e-12 for r in self.rows if r.method in methods)
 
 
 def summarise(category: str, target: str, method: str, results: list[CaseResult]) -> Row:
@@ -438,9 +456,11 @@ def summarise(category: str, target: str, method: str, results: list[CaseResult]
 def evaluate(pool: realworld_corpus.TextPool, *, seed: int = 1, cases: int = 30,
              categories: Sequence[str] | None = None, overrides: Sequence[str] = (),
              baselines: bool = True, rspamd: bool = True, write: Path | None = None,
-             progress: bool = False) -> Report:
+             progress: bool = False,
+             busy: tuple[Sequence[bytes], Sequence[bytes]] | None = None) -> Report:
     """Every case of the chosen categories through dupfilter and, with ``baselines``, the
-    three simple baselines and (with ``rspamd``) Rspamd's fuzzy_check."""
+    three simple baselines and (with ``rspamd``) Rspamd's fuzzy_check; with ``busy`` (the
+    corpus's ham and spam), through dupfilter in a busy host's store too."""
     ctx = rc.Context(pool, seed)
     names = list(categories or rc.CATEGORIES)
     rows: list[Row] = []
@@ -448,6 +468,15 @@ def evaluate(pool: realworld_corpus.TextPool, *, seed: int = 1, cases: int = 30,
     seconds = {"build": 0.0, "dupfilter": 0.0, "baselines": 0.0}
     with tempfile.TemporaryDirectory(prefix="dupfilter-realworld-") as tmp, \
             contextlib.ExitStack() as servers:
+        busy_engine = None
+        if busy is not None:
+            started = time.perf_counter()
+            settings = load_settings(search=False)
+            apply_overrides(settings, overrides)
+            built = busy_store.build(Path(tmp), settings, *busy, seed=seed)
+            busy_engine = servers.enter_context(Engine(settings, str(built.location)))
+            seconds["busy store"] = time.perf_counter() - started
+            seconds["dupfilter-busy"] = 0.0
         fuzzy = None
         if baselines and rspamd:
             seconds["rspamd"] = 0.0
@@ -469,6 +498,11 @@ def evaluate(pool: realworld_corpus.TextPool, *, seed: int = 1, cases: int = 30,
                 started = time.perf_counter()
                 per_method["dupfilter"].append(run_dupfilter(case, overrides, infos, folder))
                 seconds["dupfilter"] += time.perf_counter() - started
+                if busy_engine is not None:
+                    started = time.perf_counter()
+                    per_method["dupfilter-busy"].append(run_dupfilter(
+                        case, overrides, infos, folder, busy_engine.store))
+                    seconds["dupfilter-busy"] += time.perf_counter() - started
                 if baselines:
                     started = time.perf_counter()
                     sets = [shingles(d.raw) for d in case.deliveries]
@@ -659,17 +693,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "rspamd and redis-server)")
     parser.add_argument("--progress", action="store_true", help="one line per category "
                         "on stderr")
+    parser.add_argument("--mode", choices=("empty", "both"), default="both",
+                        help="each case in a fresh store only, or also in a busy host's "
+                             "store (bench/busy_store.py), side by side (the default)")
     args = parser.parse_args(argv)
     apply_overrides(load_settings(search=False), args.set)   # a bad --set fails here
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dupfilter-corpus-") as folder:
         pool = realworld_corpus.load(args.corpus, Path(folder))
+        busy = busy_store.corpus_messages(Path(folder)) if args.mode != "empty" else None
     loading = time.perf_counter() - started
     report = evaluate(pool, seed=args.seed, cases=args.cases,
                       categories=args.category or None, overrides=args.set,
                       baselines=not args.no_baselines, rspamd=not args.no_rspamd,
-                      write=args.write,
-                      progress=args.progress)
+                      write=args.write, progress=args.progress, busy=busy)
     report.seconds = {"corpus": loading, **report.seconds,
                       "total": time.perf_counter() - started}
     if args.json_out:

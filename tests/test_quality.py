@@ -5,7 +5,8 @@ made of each (resent, list footer, re-wrapped, QP, base64, HTML, CRLF, edited wo
 forward, truncated, changed signature) and must be called duplicate or near-duplicate (≥ 93%
 per kind, ≥ 98% overall); of 300 unrelated corpus messages at most 0.2% (none), and of 150
 replies quoting a whole original none, may be.  The corpus must be present: CI has ``shared/``
-beside the checkout, and a missing corpus is a failure, never a skip.
+beside the checkout, and a missing corpus is a failure, never a skip.  Everything runs twice:
+in a fresh store and in a busy host's store.
 """
 
 from __future__ import annotations
@@ -29,10 +30,13 @@ def quality() -> ModuleType:
     return _load_quality()
 
 
-@pytest.fixture(scope="module")
-def report(quality: ModuleType, corpus_dir: Path) -> Any:
+@pytest.fixture(scope="module", params=["empty", "busy"])
+def report(quality: ModuleType, corpus_dir: Path, request: pytest.FixtureRequest) -> Any:
+    """The evaluation with the originals in a fresh store, and in a busy host's store
+    (bench/busy_store.py, built from the other half of the corpus): the targets hold in
+    both."""
     return quality.evaluate(quality.read_corpus(corpus_dir), originals=ORIGINALS, seed=SEED,
-                            unrelated=UNRELATED)
+                            unrelated=UNRELATED, busy=request.param == "busy")
 
 
 def _explain(quality: ModuleType, report: Any, kind: str | None = None) -> str:
