@@ -173,9 +173,10 @@ class Engine:
                sender: str | None = None) -> Verdict:
         """Verdict on an already analysed message (see :func:`analyse`), remembered when
         ``record`` (and no allow rule exempts it): :meth:`process` whatever the verdict."""
-        decision = self.process(analysis, recipients, remember if record else _never,
-                                now=now, sender=sender)
-        return decision.verdict
+        if not record:      # nothing is added, not even for a moment
+            return self.store.atomically(lambda: self._process(
+                analysis, recipients, _never, now, sender, record=False)).verdict
+        return self.process(analysis, recipients, remember, now=now, sender=sender).verdict
 
     def process(self, analysis: Analysis, recipients: Sequence[str],
                 plan: Callable[[Verdict], P], *, now: int | None = None,
@@ -244,6 +245,7 @@ class Engine:
             return Decision(verdict, disposition, self.detector.record(verdict, when))
         if verdict.recorded_id is not None:
             self.detector.forget_added(verdict, when)
+            verdict = replace(verdict, recorded_id=None)
         return Decision(verdict, disposition, None)
 
     def process_known(self, raw: bytes, recipients: Sequence[str],

@@ -655,8 +655,12 @@ def test_full_disk_message_is_the_documented_one() -> None:
         raw = make_message(paragraph_text(600, count=150), message_id="<full@example.org>")
         done = as_user(user, ["dupfilter", "--tag"], data=raw)
         assert done.returncode == 0
-        assert done.stdout == raw                               # passed through unchanged
+        assert done.stdout == b"X-Dupfilter: unique\n" + raw    # checked, tagged
         assert done.stderr.decode().strip() == documented
+        # A copy of what was stored before the disk filled is still found.
+        again = as_user(user, ["dupfilter", "--tag"],
+                        data=make_message("hello " * 40, message_id="<disk2@example.org>"))
+        assert again.returncode == 0 and again.stdout.startswith(b"X-Dupfilter: duplicate")
     finally:
         subprocess.run(["umount", str(state)], check=True)
 

@@ -80,7 +80,8 @@ def test_add_is_idempotent_by_digest(url: str, settings: Settings) -> None:
         first = one.check(raw, ["a@x"], record=False)
         second = two.check(raw, ["b@x"], record=False)
         assert first.kind == second.kind == "unique"
-        id_one, id_two = one.record(first), two.record(second)
+        id_one = one.detector.record(first, int(time.time())).doc_id
+        id_two = two.detector.record(second, int(time.time())).doc_id
         assert id_one == id_two
         record = one.store.get(id_one)
         assert record.seen == 2 and len(record.recipients) == 2
@@ -312,7 +313,8 @@ def test_a_new_record_writes_at_most_four_keys(redis_url: str, settings: Setting
         verdict = engine.check(make_message(paragraph_text(602), message_id="<later@x>"),
                                record=False)
         assert verdict.kind == "unique"
-        written = _changed_keys(client, lambda: engine.record(verdict))
+        written = _changed_keys(
+            client, lambda: engine.detector.record(verdict, int(time.time())))
         assert written == {b"dupfilter:{0}c", b"dupfilter:{0}t", b"dupfilter:{0}x1"}
         assert engine.store.verify() == []
 

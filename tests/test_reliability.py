@@ -20,8 +20,7 @@ from helpers import make_message, paragraph_text
 from support.cli import DUPFILTER, DUPFILTER_DB, run
 
 from mailfilter.config import Settings
-from mailfilter.engine import Engine
-from mailfilter.store import StoreError
+from mailfilter.engine import Engine, remember
 
 
 def test_full_disk_passes_mail_and_recovers(tiny_filesystem: Path, settings: Settings) -> None:
@@ -33,12 +32,19 @@ def test_full_disk_passes_mail_and_recovers(tiny_filesystem: Path, settings: Set
         filler.write_bytes(b"\0" * (free - 4096))
         failures = 0
         for seed in range(1, 400):
-            try:
-                engine.check(make_message(paragraph_text(seed), message_id=f"<f{seed}@x>"))
-            except StoreError as error:
+            # Recording fails; the message still gets its verdict, and says why.
+            decision = engine.process(
+                engine.analyse(make_message(paragraph_text(seed), message_id=f"<f{seed}@x>")),
+                (), remember)
+            assert decision.verdict.kind == "unique"
+            if decision.record_error:
                 failures += 1
-                assert str(store) in str(error)
+                assert str(store) in decision.record_error
+                assert decision.recording is None
         assert failures > 0, "the filesystem never filled up"
+        # What was stored before is still found while nothing new can be.
+        assert engine.check(make_message(paragraph_text(0), message_id="<copy0@x>")
+                            ).kind == "duplicate"
         # The filter still delivers, unchanged, and says why once on stderr.
         raw = make_message(paragraph_text(999), message_id="<while-full@x>")
         result = run(DUPFILTER, "--db", str(store), "--tag", stdin=raw)

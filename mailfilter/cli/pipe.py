@@ -186,8 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             decision = engine.process(engine.analyse(raw), recipients, planned)
             verdict = decision.verdict
             if decision.record_error:
-                _say(f"dupfilter: cannot remember the message ({decision.record_error}); "
-                     "checked without recording")
+                # Still checked (a read needs no space), so still tagged; not remembered.
+                reason = decision.record_error.removeprefix(f"{StoreError.__name__}: ")
+                _say(f"dupfilter: {reason}; message checked but not remembered")
             if verdict.defects:
                 _say(f"dupfilter: note: {verdict.message_id or 'message without Message-ID'}: "
                      f"{'; '.join(verdict.defects[:4])}")
