@@ -229,7 +229,7 @@ class Detector:
         scoped = s.scope == "recipient" and bool(recipients)
         return Query(
             message_id_key=message_id_key(message_id) if s.match_message_id else None,
-            digests=(fp.digest, *fp.part_digests),
+            digests=(fp.digest, *fp.part_digests, *fp.attached_digests),
             shingles=index,
             chunks=tuple(d for d, _ in fp.chunks[:self.index_size]),
             histogram=fp.histogram,

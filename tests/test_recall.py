@@ -139,3 +139,50 @@ def test_a_daily_notice_whose_subject_alone_names_the_day_stays_unique(
                                          sender="2.20367.04-Dn9Zg@mail.comics.example",
                                          message_id="<d2@comics>"))
     assert next_day.kind is Kind.UNIQUE, verdict_value(next_day)
+
+
+NOTE = ("Bob, I am forwarding the announcement below because the plan changed again after "
+        "the call this morning and I am not sure the list delivered it to everyone. ") * 6
+
+
+def forwarded_as_attachment(original: bytes, *, as_file: bool = False) -> bytes:
+    """Carol forwards ``original`` whole, with a long note of her own: as message/rfc822
+    (what Outlook and Thunderbird send), or as an .eml file of no particular type."""
+    from email import message_from_bytes, policy
+    from email.message import EmailMessage
+    forward = EmailMessage(policy=policy.default)
+    forward["From"] = "Carol <carol@example.net>"
+    forward["To"] = "bob@example.org"
+    forward["Subject"] = "FW: the storage plan"
+    forward["Message-ID"] = "<forward@example.net>"
+    forward.set_content(NOTE + "\n\nCarol\n")
+    if as_file:
+        forward.add_attachment(original, maintype="application", subtype="octet-stream",
+                               filename="Storage plan.eml")
+    else:
+        forward.add_attachment(message_from_bytes(original, policy=policy.default),
+                               filename="Storage plan.eml")
+    return forward.as_bytes()
+
+
+@pytest.mark.parametrize("as_file", [False, True])
+def test_a_message_forwarded_as_an_attachment_is_a_copy_for_who_had_it(
+        engine: Engine, as_file: bool) -> None:
+    """The attached message is fingerprinted on its own and found by its digest, however
+    long the note above it (here its shingles alone are 0.3 alike): near-duplicate for a
+    mailbox that had the original, new for one that had not.  Failed before: unique, no
+    candidate."""
+    original = make_message(BODY.format(*ORIGINAL_LINKS), message_id="<plan@x>")
+    engine.check(original, ["bob@example.org"])
+    forward = forwarded_as_attachment(original, as_file=as_file)
+    again = engine.check(forward, ["bob@example.org"], record=False)
+    assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "attached-message", \
+        verdict_value(again)
+    assert engine.check(forward, ["dave@example.org"], record=False).kind is Kind.UNIQUE
+
+
+def test_an_attachment_that_is_not_a_message_is_not_read_as_one(engine: Engine) -> None:
+    """A text file named .eml that holds no header is an attachment like any other."""
+    from mailfilter.engine import analyse
+    raw = forwarded_as_attachment(b"just some notes, no header at all\n", as_file=True)
+    assert analyse(raw, engine.settings.fingerprint).fingerprint.attached_digests == ()
