@@ -27,6 +27,7 @@ from mailfilter.dedupe.sources import (
     ImapFolder,
     ImapOptions,
     SourceError,
+    check_imap_url,
     imap_password,
     open_folders,
     undo_imap,
@@ -74,8 +75,11 @@ def default_log_path() -> Path:
 
 
 def _imap_options(args: argparse.Namespace) -> ImapOptions | None:
-    if not any(s.startswith(("imap://", "imaps://")) for s in args.sources):
+    urls = [s for s in args.sources if s.startswith(("imap://", "imaps://"))]
+    if not urls:
         return None
+    for url in urls:
+        check_imap_url(url)
     return ImapOptions(password=imap_password(args.password_file), ca_file=args.tls_ca,
                        rate=args.rate, expunge=args.expunge,
                        keyword=args.keyword or "\\Flagged")
@@ -199,7 +203,10 @@ def run(args: argparse.Namespace, settings: Settings, argv: list[str]) -> int:
         _apply(groups, args, log)
     finally:
         log.close()
+        reconnections = _reconnections(folders)
         _close(folders)
+    if reconnections:
+        summary += f"; reconnected {reconnections} times"
     if args.json:
         print(json.dumps({"summary": {"messages": grouper.checked, "folders": len(folders),
                                       "groups": len(groups), "copies": copies,
@@ -228,6 +235,11 @@ def _apply(groups: list[Group], args: argparse.Namespace, log: UndoLog) -> None:
             folder.flag(messages, log)
         else:
             folder.delete(messages, log)
+
+
+def _reconnections(folders: list[Folder]) -> int:
+    accounts = {id(f.account): f.account for f in folders if isinstance(f, ImapFolder)}
+    return sum(account.reconnections for account in accounts.values())
 
 
 def _close(folders: list[Folder]) -> None:

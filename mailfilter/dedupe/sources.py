@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from mailfilter.sources import _MBOX_SEPARATOR, _MBOXRD_QUOTED, is_maildir
 
@@ -570,6 +570,17 @@ class Pace:
 _DROPPED = (OSError, imaplib.IMAP4.abort, EOFError)
 
 
+def check_imap_url(url: str) -> SplitResult:
+    """``url`` split, refused when it is no IMAP URL or carries a password."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("imap", "imaps") or not parts.hostname:
+        raise SourceError(f"{url}: expected imaps://user@host/Folder or imap://…")
+    if parts.password is not None:
+        raise SourceError(f"{url}: no password in the URL (it would show in ps and "
+                          f"shell history): --password-file FILE or ${PASSWORD_ENV}")
+    return parts
+
+
 @dataclass
 class ImapAccount:
     """One IMAP login (``imaps://`` TLS, ``imap://`` STARTTLS), reconnected when dropped."""
@@ -586,12 +597,7 @@ class ImapAccount:
     selected: tuple[str, bool] | None = None
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("imap", "imaps") or not parts.hostname:
-            raise SourceError(f"{self.url}: expected imaps://user@host/Folder or imap://…")
-        if parts.password is not None:
-            raise SourceError(f"{self.url}: no password in the URL (it would show in ps and "
-                              f"shell history): --password-file FILE or ${PASSWORD_ENV}")
+        parts = check_imap_url(self.url)
         self.tls = parts.scheme == "imaps"
         self.host, self.port = parts.hostname, parts.port or (993 if self.tls else 143)
         self.user = unquote(parts.username or os.environ.get("USER", ""))
