@@ -259,3 +259,33 @@ def test_sources_that_are_not_mailboxes_are_refused_clearly(
     assert code == 2 and "not a Maildir" in err
     code, _, err = dedupe(capsys, "imaps://alice:secret@example.org/INBOX")
     assert code == 2 and "no password in the URL" in err
+
+
+def test_the_maildir_and_mbox_recipes_of_docs_dedupe_md_run_as_written(
+        tmp_path: Path, filled: mb.Filled) -> None:
+    from doc_blocks import blocks
+    home = tmp_path / "home"
+    mb.fill_maildir(home / "Maildir", filled.messages)
+    mb.fill_maildir(home / "Maildir" / ".Archive",
+                    {name: raw for name, raw in filled.messages.items() if name < "m0005"})
+    (home / "mail").mkdir()
+    (home / "mail" / "inbox").write_bytes(mb.mbox_bytes(filled.messages))
+    before = mb.tree(home / "Maildir")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "DUPFILTER_"))}
+    env |= {"HOME": str(home), "XDG_STATE_HOME": str(tmp_path / "state")}
+    recipes = blocks("dedupe")
+    assert len(recipes) == 3
+    outputs = []
+    for recipe in recipes:
+        done = subprocess.run(["bash", "-e", "-c", recipe.text], capture_output=True,
+                              text=True, env=env, timeout=300)
+        assert done.returncode == 0, (recipe.where, done.stderr)
+        outputs.append(done.stdout)
+    # Look, dry run, move, undo: the Maildir as it was; then flagged; the mbox's copies aside.
+    assert "--dry-run: nothing moved" in outputs[0] and "undid" in outputs[0]
+    assert "flagged" in outputs[1]
+    assert sorted(mbox_names(home / "mail" / "Duplicates")) == sorted(filled.copies)
+    assert json.loads(outputs[2].splitlines()[-1])["summary"]["copies"] == 0
+    flagged = {k for k in mb.tree(home / "Maildir") if k.endswith(":2,FS")}
+    assert flagged and all(k.startswith(("cur/", ".Archive/cur/")) for k in flagged)
+    assert len(mb.tree(home / "Maildir")) >= len(before)

@@ -218,3 +218,30 @@ def test_a_run_whose_connection_the_server_drops_reconnects_and_finishes(
     assert "reconnected" in out
     assert names_in(server, target, filled) == sorted(filled.copies)
     assert names_in(server, folder, filled) == sorted(set(filled.messages) - set(filled.copies))
+
+
+def test_the_imap_recipes_of_docs_dedupe_md_run_as_written(
+        server: dovecot.Dovecot, filled: mb.Filled, tmp_path: Path) -> None:
+    from doc_blocks import blocks
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".imap-password").write_text(dovecot.PASSWORD + "\n")
+    (home / ".imap-password").chmod(0o600)
+    (recipe,) = blocks("dedupe-imap")
+    text = recipe.text.replace("imaps://alice@imap.example.org/",
+                               f"imaps://alice@127.0.0.1:{server.imaps_port}/")
+    text = text.replace("imap://alice@imap.example.org/",
+                        f"imap://alice@127.0.0.1:{server.imap_port}/")
+    assert text.count("127.0.0.1") == 2
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "DUPFILTER_"))}
+    env |= {"HOME": str(home), "XDG_STATE_HOME": str(tmp_path / "state"),
+            "SSL_CERT_FILE": str(server.ca_file)}
+    inbox_before = len(dovecot.folder_messages(server, "INBOX"))
+    dovecot.fill(server, "INBOX", filled.messages)
+    done = subprocess.run(["bash", "-e", "-c", text], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "with copies" in done.stdout and "moved" in done.stdout
+    # Every copy of the account's folders went to Duplicates; INBOX holds one of each.
+    assert len(dovecot.folder_messages(server, "INBOX")) == \
+        inbox_before + len(filled.messages) - len(filled.copies)
