@@ -27,6 +27,7 @@ from mailfilter.dedupe.sources import (
     ImapFolder,
     ImapOptions,
     SourceError,
+    StoredMessage,
     check_imap_url,
     imap_password,
     open_folders,
@@ -34,12 +35,14 @@ from mailfilter.dedupe.sources import (
     undo_mbox,
     undo_rename,
 )
-from mailfilter.engine import Engine
+from mailfilter.engine import Analysis, Engine
 
 ACTIONS = ("report", "move", "flag", "delete")
 DEFAULT_TARGET = "Duplicates"
 DONE = {"move": "moved", "flag": "flagged", "delete": "deleted"}
 LOG_FORMAT = "dupfilter-dedupe-undo/1"
+# Messages checked and recorded in one transaction of the engine's writer thread.
+BATCH = 128
 
 
 class UndoLog:
@@ -108,12 +111,16 @@ def _read_all(folders: list[Folder], grouper: Grouper, out: IO[str]) -> None:
     (its total is counted first, so that it shows the time left)."""
     bar = _progress(sum(folder.count() for folder in folders) if sys.stderr.isatty()
                     else None)
+    batch: list[tuple[StoredMessage, Analysis]] = []
     for folder in folders:
         for message in folder.messages():
-            analysis = grouper.engine.analyse(message.raw)
-            grouper.add(message, analysis)
+            batch.append((message, grouper.engine.analyse(message.raw)))
+            if len(batch) == BATCH:
+                grouper.add_many(batch)
+                batch = []
             if bar is not None:
                 bar.update(1)       # type: ignore[attr-defined]
+    grouper.add_many(batch)
     if bar is not None:
         bar.close()                 # type: ignore[attr-defined]
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mailfilter.dedupe.sources import Folder, Handle, StoredMessage, sha256
-from mailfilter.engine import Analysis, Engine, remember
+from mailfilter.engine import Analysis, Decision, Engine, remember
 from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, Kind
 from mailfilter.store import message_id_key
 
@@ -124,9 +124,22 @@ class Grouper:
 
     def add(self, message: StoredMessage, analysis: Analysis) -> Seen:
         """Check and record one message; it joins a group or starts one."""
+        return self.decided(message, analysis,
+                            self.engine.process(analysis, (), remember))
+
+    def add_many(self, batch: list[tuple[StoredMessage, Analysis]]) -> None:
+        """:meth:`add` for several messages, checked and recorded in order on the engine's
+        writer thread (many a transaction: one disk sync for the batch, not each)."""
+        futures = [self.engine.process_later(analysis, (), remember)
+                   for _message, analysis in batch]
+        for (message, analysis), future in zip(batch, futures, strict=True):
+            decision = future.result() if future is not None else \
+                self.engine.process(analysis, (), remember)
+            self.decided(message, analysis, decision)
+
+    def decided(self, message: StoredMessage, analysis: Analysis, decision: Decision) -> Seen:
         seen = seen_of(self.checked, message, analysis)
         self.checked += 1
-        decision = self.engine.process(analysis, (), remember)
         verdict = decision.verdict
         scope = self._scope(seen)
         group, reason = None, ""
