@@ -54,10 +54,9 @@ def main() -> int:
         elapsed, out = timed(["dupfilter-db", "dedupe", "--json", str(maildir)])
         found = json.loads(out.strip().splitlines()[-1])["summary"]["copies"]
         rows.append(("dupfilter-db dedupe", "Maildir", elapsed, found))
-        elapsed, out = timed(["mdedup", "--dry-run", "-s", "discard-newest", "-a",
-                              "delete-discarded", str(maildir)])
-        match = re.search(r"(?im)^.*mails selected.*?(\d+)", out) or \
-            re.search(r"(?i)selected\D+(\d+)", out)
+        elapsed, out = timed(["mdedup", "--dry-run", "-s", "select-all-but-one", "-a",
+                              "delete-selected", str(maildir)])
+        match = re.search(r"Selected\s*│\s*(\d+)", out)
         rows.append(("mdedup", "Maildir", elapsed, int(match[1]) if match else -1))
 
         server = dovecot.start(scratch / "dovecot")
@@ -72,7 +71,10 @@ def main() -> int:
             elapsed, out = timed(["imapdedup", "-s", "127.0.0.1", "-p",
                                   str(server.imaps_port), "-x", "-u", dovecot.USER, "-w",
                                   dovecot.PASSWORD, "-n", "INBOX"], env)
-            match = re.search(r"(\d+) duplicate", out)
+            match = re.search(r"(\d+) (?:duplicate|message)s? (?:\w+ )*(?:deleted|marked)",
+                              out) or re.search(r"(\d+) duplicate", out)
+            if not match:
+                print(f"imapdedup said: {out.strip()[-500:]}")
             rows.append(("imapdedup", "IMAP", elapsed, int(match[1]) if match else -1))
         finally:
             server.stop()
