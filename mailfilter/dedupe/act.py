@@ -15,7 +15,7 @@ import os
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import IO
 
@@ -36,6 +36,7 @@ from mailfilter.dedupe.sources import (
     undo_rename,
 )
 from mailfilter.engine import Analysis, Engine
+from mailfilter.store import message_id_key
 
 ACTIONS = ("report", "move", "flag", "delete")
 DEFAULT_TARGET = "Duplicates"
@@ -106,14 +107,40 @@ def _progress(total: int | None) -> object | None:
                 mininterval=0.5, desc="checking")
 
 
-def _read_all(folders: list[Folder], grouper: Grouper, out: IO[str]) -> None:
-    """Check every message of every folder, in order, with a progress bar on a terminal
-    (its total is counted first, so that it shows the time left)."""
-    bar = _progress(sum(folder.count() for folder in folders) if sys.stderr.isatty()
-                    else None)
+def _candidates(folders: list[Folder], across: bool) -> tuple[dict[str, set[str]], int]:
+    """Exact runs: the messages worth reading whole, by folder, and how many there are in
+    all.  An exact copy has the same Message-ID (or none), so a message whose Message-ID
+    no other message of its scope has cannot be one: only its Message-ID is read (on IMAP
+    one header field, not the body)."""
+    listed: list[tuple[str, str, str | None]] = []
+    for folder in folders:
+        for key, message_id in folder.message_ids():
+            listed.append((folder.label, key, message_id_key(message_id)))
+    counts = Counter((("" if across else label), mid) for label, _key, mid in listed
+                     if mid is not None)
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for label, key, mid in listed:
+        if mid is None or counts[("" if across else label), mid] > 1:
+            wanted[label].add(key)
+    return wanted, len(listed)
+
+
+def _read_all(folders: list[Folder], grouper: Grouper, near: bool, across: bool) -> int:
+    """Check the messages of every folder, in order, with a progress bar on a terminal (its
+    total counted first, so that it shows the time left); how many messages there are."""
+    wanted: dict[str, set[str]] | None = None
+    if near:
+        total = sum(folder.count() for folder in folders)
+    else:
+        wanted, total = _candidates(folders, across)
+    shown = sum(len(keys) for keys in wanted.values()) if wanted is not None else total
+    bar = _progress(shown)
     batch: list[tuple[StoredMessage, Analysis]] = []
     for folder in folders:
-        for message in folder.messages():
+        only = wanted.get(folder.label, set()) if wanted is not None else None
+        if only is not None and not only:
+            continue
+        for message in folder.messages(only):
             batch.append((message, grouper.engine.analyse(message.raw)))
             if len(batch) == BATCH:
                 grouper.add_many(batch)
@@ -123,6 +150,7 @@ def _read_all(folders: list[Folder], grouper: Grouper, out: IO[str]) -> None:
     grouper.add_many(batch)
     if bar is not None:
         bar.close()                 # type: ignore[attr-defined]
+    return total
 
 
 def _print_report(groups: list[Group], args: argparse.Namespace, out: IO[str],
@@ -183,24 +211,24 @@ def run(args: argparse.Namespace, settings: Settings, argv: list[str]) -> int:
             settings.store.path = scratch
         with Engine(settings) as engine:
             grouper = Grouper(engine, near=args.near, across_folders=args.across_folders)
-            _read_all(folders, grouper, out)
+            total = _read_all(folders, grouper, args.near, args.across_folders)
     elapsed = time.perf_counter() - started
     groups = grouper.groups(args.keep)
     copies = sum(len(group.copies) for group in groups)
     verb = _verb(args)
     _print_report(groups, args, out, verb)
-    rate = grouper.checked / elapsed if elapsed else 0.0
-    summary = (f"{grouper.checked} messages in {len(folders)} folders checked in "
-               f"{elapsed:.1f} s ({rate:.0f} msg/s): {len(groups)} with copies, "
-               f"{copies} copies")
+    rate = total / elapsed if elapsed else 0.0
+    summary = (f"{total} messages in {len(folders)} folders checked in {elapsed:.1f} s "
+               f"({rate:.0f} msg/s; {grouper.checked} read whole): {len(groups)} with "
+               f"copies, {copies} copies")
+    counts: dict[str, object] = {"messages": total, "read_whole": grouper.checked,
+                                 "folders": len(folders), "groups": len(groups),
+                                 "copies": copies, "seconds": round(elapsed, 3), "changed": 0}
     if args.action == "report" or args.dry_run or not copies:
         tail = "" if args.action == "report" else (
             f"; --dry-run: nothing {DONE[args.action]}" if args.dry_run and copies else "")
         if args.json:
-            print(json.dumps({"summary": {"messages": grouper.checked,
-                                          "folders": len(folders), "groups": len(groups),
-                                          "copies": copies, "seconds": round(elapsed, 3),
-                                          "changed": 0}}), file=out)
+            print(json.dumps({"summary": counts}), file=out)
         else:
             print(f"\n{summary}{tail}", file=out)
         _close(folders)
@@ -215,10 +243,9 @@ def run(args: argparse.Namespace, settings: Settings, argv: list[str]) -> int:
     if reconnections:
         summary += f"; reconnected {reconnections} times"
     if args.json:
-        print(json.dumps({"summary": {"messages": grouper.checked, "folders": len(folders),
-                                      "groups": len(groups), "copies": copies,
-                                      "seconds": round(elapsed, 3), "changed": log.changes,
-                                      "undo_log": str(log.path)}}), file=out)
+        counts |= {"changed": log.changes, "undo_log": str(log.path),
+                   "reconnections": reconnections}
+        print(json.dumps({"summary": counts}), file=out)
     else:
         print(f"\n{summary}; {DONE[args.action]} {log.changes}; undo log {log.path} "
               f"(dupfilter-db dedupe --undo {log.path})", file=out)

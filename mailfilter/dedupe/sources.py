@@ -25,11 +25,14 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import SplitResult, unquote, urlsplit
 
+from mailfilter.message import first_look
 from mailfilter.sources import _MBOX_SEPARATOR, _MBOXRD_QUOTED, is_maildir
 
 Log = Callable[[dict[str, object]], None]
 PASSWORD_ENV = "DUPFILTER_IMAP_PASSWORD"
 MAILDIR_FLAGGED = "F"
+# Message-ID headers fetched per IMAP command (the cheap first pass of an exact run).
+HEADER_BATCH = 500
 IMAP_FLAGGED = "\\Flagged"
 
 
@@ -67,7 +70,9 @@ class Folder(Protocol):
 
     def count(self) -> int: ...
 
-    def messages(self) -> Iterator[StoredMessage]: ...
+    def message_ids(self) -> Iterator[tuple[str, str | None]]: ...
+
+    def messages(self, only: set[str] | None = None) -> Iterator[StoredMessage]: ...
 
     def target_label(self, target: str) -> str: ...
 
@@ -143,8 +148,17 @@ class MaildirFolder:
     def count(self) -> int:
         return len(self._files())
 
-    def messages(self) -> Iterator[StoredMessage]:
+    def message_ids(self) -> Iterator[tuple[str, str | None]]:
         for key, path in self._files():
+            try:
+                yield key, first_look(path.read_bytes()).message_id
+            except FileNotFoundError:
+                continue
+
+    def messages(self, only: set[str] | None = None) -> Iterator[StoredMessage]:
+        for key, path in self._files():
+            if only is not None and key not in only:
+                continue
             try:
                 raw = path.read_bytes()
                 received = path.stat().st_mtime
@@ -357,11 +371,18 @@ class MboxFolder:
     def count(self) -> int:
         return len(mbox_chunks(self._read()))
 
-    def messages(self) -> Iterator[StoredMessage]:
+    def message_ids(self) -> Iterator[tuple[str, str | None]]:
         data = self._read()
         for number, (offset, length) in enumerate(mbox_chunks(data), 1):
-            chunk = data[offset:offset + length]
+            yield str(number), first_look(mbox_message(data[offset:offset + length])).message_id
+
+    def messages(self, only: set[str] | None = None) -> Iterator[StoredMessage]:
+        data = self._read()
+        for number, (offset, length) in enumerate(mbox_chunks(data), 1):
             key = str(number)
+            if only is not None and key not in only:
+                continue
+            chunk = data[offset:offset + length]
             self._chunks[key] = (offset, length, sha256(chunk))
             yield StoredMessage(self, key, length, _from_line_time(chunk), mbox_message(chunk))
 
@@ -707,8 +728,28 @@ class ImapFolder:
     def count(self) -> int:
         return len(self._uids())
 
-    def messages(self) -> Iterator[StoredMessage]:
+    def message_ids(self) -> Iterator[tuple[str, str | None]]:
         uids = self._uids()
+        for start in range(0, len(uids), HEADER_BATCH):
+            wanted = uids[start:start + HEADER_BATCH]
+
+            def fetch(wanted: list[int] = wanted) -> dict[int, dict[bytes, object]]:
+                self._uids_checked()
+                self.account.pace.step()
+                return self.account.client.fetch(  # type: ignore[attr-defined]
+                    wanted, ["BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)]"])
+
+            fetched = self.account.retrying(fetch)
+            for uid in wanted:
+                item = fetched.get(uid)     # type: ignore[union-attr]
+                if item is not None:
+                    header = next((v for k, v in item.items() if k.startswith(b"BODY[")), b"")
+                    yield f"{self.uidvalidity}:{uid}", first_look(header + b"\r\n").message_id
+
+    def messages(self, only: set[str] | None = None) -> Iterator[StoredMessage]:
+        uids = self._uids()
+        if only is not None:
+            uids = [uid for uid in uids if f"{self.uidvalidity}:{uid}" in only]
         batch = self.account.options.batch
         done = 0
         while done < len(uids):
