@@ -289,3 +289,56 @@ def test_the_maildir_and_mbox_recipes_of_docs_dedupe_md_run_as_written(
     flagged = {k for k in mb.tree(home / "Maildir") if k.endswith(":2,FS")}
     assert flagged and all(k.startswith(("cur/", ".Archive/cur/")) for k in flagged)
     assert len(mb.tree(home / "Maildir")) >= len(before)
+
+
+def test_an_mbox_locked_by_procmails_lockfile_is_left_alone_until_released(
+        mbox: Path, filled: mb.Filled, tmp_path: Path) -> None:
+    original = mbox.read_bytes()
+    lock = mbox.with_name("inbox.lock")
+    subprocess.run(["lockfile", "-r0", str(lock)], check=True)
+    run = subprocess.Popen([DUPFILTER_DB, "dedupe", "--action", "move", "--undo-log",
+                            str(tmp_path / "undo.jsonl"), str(mbox)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    assert run.poll() is None, "dedupe did not wait for procmail's lock"
+    assert mbox.read_bytes() == original
+    lock.unlink()
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    assert sorted(mbox_names(mbox.with_name("Duplicates"))) == sorted(filled.copies)
+
+
+def test_mbox_runs_killed_at_any_moment_lose_nothing(
+        tmp_path: Path, corpus_messages: list[Path]) -> None:
+    mail = mb.corpus_mail(corpus_messages, 200, start=400)
+    messages = {f"m{n:04d}": raw for n, raw in enumerate(mail)}
+    messages |= {f"r{n:04d}": mb.refetched(raw) for n, raw in enumerate(mail)}
+    pristine = mb.mbox_bytes(messages)
+    killed_mid_run = 0
+    for delay in (0.5, 0.9, 1.3, 1.7):
+        folder = tmp_path / f"after-{delay}"
+        folder.mkdir()
+        inbox = folder / "inbox"
+        inbox.write_bytes(pristine)
+        run = subprocess.Popen([DUPFILTER_DB, "dedupe", "--action", "move", "--undo-log",
+                                str(folder / "undo.jsonl"), str(inbox)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        if run.poll() is None:
+            os.kill(run.pid, signal.SIGKILL)
+            killed_mid_run += 1
+        run.wait()
+        duplicates = folder / "Duplicates"
+        held = mbox_names(inbox) + (mbox_names(duplicates) if duplicates.exists() else [])
+        assert set(held) == set(messages), delay
+        # The source is the old file or the new one, whole: never a mix.
+        names = mbox_names(inbox)
+        assert names == sorted(messages) or names == sorted(n for n in messages if n < "r")
+        # The next run does not wait for the dotlock of the killed one, and finishes.
+        again = subprocess.run([DUPFILTER_DB, "dedupe", "--action", "move", "--undo-log",
+                                str(folder / "again.jsonl"), str(inbox)],
+                               capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0, again.stderr
+        assert mbox_names(inbox) == sorted(n for n in messages if n < "r")
+        assert set(mbox_names(duplicates)) == {n for n in messages if n.startswith("r")}
+    assert killed_mid_run >= 2

@@ -249,11 +249,16 @@ LOCK_TIMEOUT = 60.0
 @contextlib.contextmanager
 def mbox_locked(path: Path, *, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     """Hold ``path`` the way procmail and mutt lock an mbox: a ``path.lock`` dotlock (made
-    with a unique file and link(2), safe over NFS) and an fcntl write lock."""
+    with a unique file and link(2), safe over NFS) and an fcntl write lock.
+
+    A dotlock is stale after ``STALE_DOTLOCK`` (as procmail's), or at once when it is one
+    of ours (it holds ``dupfilter PID@HOST``) whose process on this host is gone: a run
+    killed with SIGKILL does not make the next one wait."""
     lock = path.with_name(path.name + ".lock")
-    unique = path.with_name(f".{path.name}.lock.{socket.gethostname()}.{os.getpid()}")
+    host = socket.gethostname()
+    unique = path.with_name(f".{path.name}.lock.{host}.{os.getpid()}")
     deadline = time.monotonic() + timeout
-    unique.write_bytes(b"")
+    unique.write_bytes(f"dupfilter {os.getpid()}@{host}\n".encode())
     try:
         while True:
             try:
@@ -261,7 +266,8 @@ def mbox_locked(path: Path, *, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
                 break
             except FileExistsError:
                 with contextlib.suppress(FileNotFoundError):
-                    if time.time() - lock.stat().st_mtime > STALE_DOTLOCK:
+                    if time.time() - lock.stat().st_mtime > STALE_DOTLOCK \
+                            or _dead_owner(lock, host):
                         lock.unlink()
                         continue
                 if time.monotonic() > deadline:
@@ -287,6 +293,23 @@ def mbox_locked(path: Path, *, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             lock.unlink()
+
+
+def _dead_owner(lock: Path, host: str) -> bool:
+    """True when ``lock`` is a dotlock of a dupfilter process of this host that is gone."""
+    words = lock.read_bytes()[:200].split()
+    if len(words) != 2 or words[0] != b"dupfilter":
+        return False
+    pid, _, owner = words[1].decode("ascii", "replace").partition("@")
+    if owner != host or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def mbox_chunks(data: bytes) -> list[tuple[int, int]]:
