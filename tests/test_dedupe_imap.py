@@ -245,3 +245,34 @@ def test_the_imap_recipes_of_docs_dedupe_md_run_as_written(
     # Every copy of the account's folders went to Duplicates; INBOX holds one of each.
     assert len(dovecot.folder_messages(server, "INBOX")) == \
         inbox_before + len(filled.messages) - len(filled.copies)
+
+
+def test_a_server_without_move_gets_copy_and_deleted_and_expunge_only_when_asked(
+        filled: mb.Filled, tmp_path: Path) -> None:
+    root = Path(tempfile.mkdtemp(prefix="dupfilter-dovecot-nomove-"))
+    plain = dovecot.start(root, capabilities="IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE "
+                                             "IDLE LITERAL+ UIDPLUS")
+    try:
+        dovecot.fill(plain, "INBOX", filled.messages)
+        log = tmp_path / "undo.jsonl"
+        done = dedupe(plain, *password_args(plain), "--action", "move", "--undo-log",
+                      str(log), plain.url("INBOX"))
+        assert done.returncode == 0, done.stderr
+        assert names_in(plain, "Duplicates", filled) == sorted(filled.copies)
+        # Still in INBOX, marked \Deleted: nothing is expunged unless asked.
+        assert names_in(plain, "INBOX", filled) == sorted(filled.messages)
+        assert names_in(plain, "INBOX", filled, b"\\Deleted") == sorted(filled.copies)
+        undone = dedupe(plain, *password_args(plain), "--undo", str(log))
+        assert undone.returncode == 0, undone.stdout
+        assert names_in(plain, "INBOX", filled, b"\\Deleted") == []
+        assert names_in(plain, "INBOX", filled) == sorted(filled.messages)
+        assert names_in(plain, "Duplicates", filled) == []
+        done = dedupe(plain, *password_args(plain), "--action", "move", "--expunge", "--yes",
+                      "--undo-log", str(tmp_path / "again.jsonl"), plain.url("INBOX"))
+        assert done.returncode == 0, done.stderr
+        assert names_in(plain, "INBOX", filled) == \
+            sorted(set(filled.messages) - set(filled.copies))
+        assert names_in(plain, "Duplicates", filled) == sorted(filled.copies)
+    finally:
+        plain.stop()
+        shutil.rmtree(root, ignore_errors=True)

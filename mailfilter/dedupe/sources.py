@@ -831,7 +831,7 @@ class ImapFolder:
         client = self.account.client
         if client.has_capability("UIDPLUS"):    # type: ignore[attr-defined]
             client.uid_expunge(uids)            # type: ignore[attr-defined]
-        else:
+        else:   # asked for (--expunge --yes): the folder's other \Deleted messages go too
             client.expunge()                    # type: ignore[attr-defined]
 
     def _base(self, op: str, uid: int) -> dict[str, object]:
@@ -871,6 +871,13 @@ class ImapFolder:
                    | {"expunged": self.account.options.expunge}, act, log)
 
 
+def _expunge_uids(imap: object, uids: list[int]) -> None:
+    """Expunge just these UIDs (UIDPLUS); without it, leave them marked \\Deleted rather
+    than expunge whatever else the folder holds marked so."""
+    if imap.has_capability("UIDPLUS"):     # type: ignore[attr-defined]
+        imap.uid_expunge(uids)             # type: ignore[attr-defined]
+
+
 def undo_imap(account: ImapAccount, entries: list[dict[str, object]]) -> list[str]:
     """Put back, newest first, what one run did on an IMAP account: moved messages found
     again in their target by Message-ID and content, flags and ``\\Deleted`` taken off."""
@@ -893,20 +900,33 @@ def undo_imap(account: ImapAccount, entries: list[dict[str, object]]) -> list[st
                 client.client.remove_flags([uid], [flag])   # type: ignore[attr-defined]
                 return f"took {flag.decode()} off UID {uid} in {folder}"
             target = str(entry["to"])
+            imap = client.client
+            # COPY and \\Deleted (a server without MOVE), not expunged: the original is
+            # still there; it loses its \\Deleted, and the copy in the target goes.
+            still_there = client.select(folder, readonly=False) == entry["uidvalidity"] \
+                and imap.search(["UID", str(uid)])  # type: ignore[attr-defined]
+            if still_there:
+                imap.remove_flags([uid], [b"\\Deleted"])  # type: ignore[attr-defined]
             client.select(target, readonly=False)
             criteria = ["HEADER", "Message-ID", str(entry["message_id"])] \
                 if entry.get("message_id") else ["ALL"]
-            found = client.client.search(criteria)  # type: ignore[attr-defined]
-            bodies = client.client.fetch(found, ["BODY.PEEK[]"]) if found else {}  # type: ignore[attr-defined]
+            found = imap.search(criteria)  # type: ignore[attr-defined]
+            bodies = imap.fetch(found, ["BODY.PEEK[]"]) if found else {}  # type: ignore[attr-defined]
             for candidate, item in sorted(bodies.items()):
-                if sha256(item[b"BODY[]"]) == entry["sha256"]:
-                    if client.client.has_capability("MOVE"):  # type: ignore[attr-defined]
-                        client.client.move([candidate], folder)  # type: ignore[attr-defined]
-                    else:
-                        client.client.copy([candidate], folder)  # type: ignore[attr-defined]
-                        client.client.add_flags([candidate], [b"\\Deleted"])  # type: ignore[attr-defined]
-                        client.client.expunge()  # type: ignore[attr-defined]
-                    return f"moved back to {folder}: {entry.get('message_id') or uid}"
+                if sha256(item[b"BODY[]"]) != entry["sha256"]:
+                    continue
+                if still_there:
+                    imap.add_flags([candidate], [b"\\Deleted"])  # type: ignore[attr-defined]
+                    _expunge_uids(imap, [candidate])
+                elif imap.has_capability("MOVE"):  # type: ignore[attr-defined]
+                    imap.move([candidate], folder)  # type: ignore[attr-defined]
+                else:
+                    imap.copy([candidate], folder)  # type: ignore[attr-defined]
+                    imap.add_flags([candidate], [b"\\Deleted"])  # type: ignore[attr-defined]
+                    _expunge_uids(imap, [candidate])
+                return f"moved back to {folder}: {entry.get('message_id') or uid}"
+            if still_there:
+                return f"restored in {folder}: {entry.get('message_id') or uid}"
             return f"MISSING from {target}: {entry.get('message_id') or uid}"
 
         said.append(str(account.retrying(undo_one)))

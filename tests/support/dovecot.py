@@ -65,8 +65,10 @@ def _certificate(root: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def start(root: Path) -> Dovecot:
-    """Start Dovecot in the foreground (``-F``) with everything under ``root``."""
+def start(root: Path, capabilities: str | None = None) -> Dovecot:
+    """Start Dovecot in the foreground (``-F``) with everything under ``root``;
+    ``capabilities``: what it announces after login instead of its own list (a server
+    without MOVE, say)."""
     root.mkdir(parents=True, exist_ok=True)
     for sub in ("run", "state", "log"):
         (root / sub).mkdir(exist_ok=True)
@@ -103,6 +105,7 @@ userdb {{
   args = uid={nobody.pw_uid} gid={nobody.pw_gid} home={root}/home/%u
 }}
 mail_location = maildir:~/Maildir
+{f"imap_capability = {capabilities}" if capabilities else ""}
 namespace inbox {{
   inbox = yes
   separator = .
