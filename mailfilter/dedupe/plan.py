@@ -7,8 +7,10 @@ joins the group of the earlier message the detector matched it with:
 * exact (the default): the detector says ``duplicate`` *and* the two have the same
   Message-ID and the same body digest (no Message-ID: the same digest, From, Subject and
   Date), so that two "Thanks!" replies are never one message;
-* ``--near``: the detector says ``duplicate`` or ``near-duplicate``; what it calls unique
-  (a templated notice with new data, a reply quoting the original) stays.
+* ``--near``: the detector says ``duplicate`` or ``near-duplicate`` and the message is a
+  copy of the other's text by the detector's ``copy_threshold`` (a forward, a resend with
+  a line changed); what it calls unique (a templated notice with new data) stays, and so
+  does a near-duplicate that is only like the other (a reply quoting most of it).
 
 A record the store knew before the run (``--db`` a store that saw the mail delivered) has
 no message of this run behind it: matching it makes nothing a copy, since its twin may not
@@ -19,9 +21,10 @@ from __future__ import annotations
 
 import email.utils
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mailfilter.dedupe.sources import Folder, Handle, StoredMessage, sha256
+from mailfilter.detector import Evidence, Verdict
 from mailfilter.engine import Analysis, Decision, Engine, remember
 from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, Kind
 from mailfilter.store import message_id_key
@@ -118,6 +121,13 @@ class Grouper:
         # exact repeat bumps the record it matched, also when it starts a group of its own).
         self._groups: dict[tuple[str, int], list[int]] = {}
         self.checked = 0
+        self.copy_threshold = engine.settings.detector.copy_threshold
+
+    def _copy(self, verdict: Verdict, evidence: Evidence) -> bool:
+        """A near-duplicate that is a copy of the record's text (the detector's
+        ``copy_threshold``: an exact, histogram or calendar match, or a resemblance of at
+        least 0.8 by default), not merely a message like it (a reply quoting much of it)."""
+        return replace(verdict, evidence=(evidence,)).copy_of(self.copy_threshold) is not None
 
     def _scope(self, seen: Seen) -> str:
         return "" if self.across else seen.folder.label
@@ -145,7 +155,7 @@ class Grouper:
         group, reason = None, ""
         wanted: tuple[Kind, ...] = (DUPLICATE, NEAR_DUPLICATE) if self.near else (DUPLICATE,)
         for evidence in sorted(verdict.evidence, key=lambda e: e.kind is not verdict.kind):
-            if evidence.kind not in wanted:
+            if evidence.kind not in wanted or (self.near and not self._copy(verdict, evidence)):
                 continue
             for index in self._groups.get((scope, evidence.record.doc_id), ()):
                 if self.near or same_message(self.members[index][0], seen):
