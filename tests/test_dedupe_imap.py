@@ -177,7 +177,7 @@ def test_a_move_killed_half_way_loses_nothing_and_the_next_run_finishes(
     target = f"{folder}-dups"
     run = subprocess.Popen([DUPFILTER_DB, "dedupe", "--tls-ca", str(server.ca_file),
                             *password_args(server), "--action", "move", "--to", target,
-                            "--rate", "20", "--undo-log", str(log), server.url(folder)],
+                            "--rate", "2", "--undo-log", str(log), server.url(folder)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and run.poll() is None:
@@ -203,7 +203,7 @@ def test_a_run_whose_connection_the_server_drops_reconnects_and_finishes(
     target = f"{folder}-dups"
     run = subprocess.Popen([DUPFILTER_DB, "dedupe", "--tls-ca", str(server.ca_file),
                             *password_args(server), "--action", "move", "--to", target,
-                            "--rate", "10", "--undo-log", str(log), server.url(folder)],
+                            "--rate", "4", "--undo-log", str(log), server.url(folder)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     kicked = 0

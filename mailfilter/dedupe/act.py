@@ -64,10 +64,14 @@ class UndoLog:
         self.file.flush()
         os.fsync(self.file.fileno())
 
-    def __call__(self, entry: dict[str, object]) -> None:
-        if entry.get("op") != "mbox-rewritten":
-            self.changes += 1
-        self._write(entry)
+    def __call__(self, entries: dict[str, object] | list[dict[str, object]]) -> None:
+        """Write one entry, or several with one sync, before the change they name."""
+        for entry in [entries] if isinstance(entries, dict) else entries:
+            if entry.get("op") != "mbox-rewritten":
+                self.changes += 1
+            self.file.write(json.dumps(entry, sort_keys=True) + "\n")
+        self.file.flush()
+        os.fsync(self.file.fileno())
 
     def close(self) -> None:
         self.file.close()

@@ -28,11 +28,15 @@ from urllib.parse import SplitResult, unquote, urlsplit
 from mailfilter.message import first_look
 from mailfilter.sources import _MBOX_SEPARATOR, _MBOXRD_QUOTED, is_maildir
 
-Log = Callable[[dict[str, object]], None]
+# The undo log: one entry, or several synced to disk at once, before the change they name.
+Log = Callable[[dict[str, object] | list[dict[str, object]]], None]
 PASSWORD_ENV = "DUPFILTER_IMAP_PASSWORD"
 MAILDIR_FLAGGED = "F"
 # Message-ID headers fetched per IMAP command (the cheap first pass of an exact run).
 HEADER_BATCH = 500
+# Maildir files moved per batch: their undo log lines synced once, then every link, one
+# sync of each folder, every unlink.
+MAILDIR_BATCH = 64
 IMAP_FLAGGED = "\\Flagged"
 
 
@@ -113,6 +117,23 @@ def make_maildir(path: Path, plusplus: bool) -> None:
 def relink(source: Path, target: Path) -> None:
     """Give ``source`` the name ``target`` with the message always under one of them: a
     hard link, then the old name goes (a copy synced and renamed in, across filesystems)."""
+    relink_all([(source, target)])
+
+
+def relink_all(pairs: list[tuple[Path, Path]]) -> None:
+    """:func:`relink` for many files: every new name made and its folder synced before any
+    old name goes (two folder syncs a batch rather than two a file)."""
+    for source, target in pairs:
+        _link_or_copy(source, target)
+    for folder in {target.parent for _source, target in pairs}:
+        _fsync_dir(folder)
+    for source, _target in pairs:
+        os.unlink(source)
+    for folder in {source.parent for source, _target in pairs}:
+        _fsync_dir(folder)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
     try:
         os.link(source, target)
     except OSError as error:
@@ -124,9 +145,6 @@ def relink(source: Path, target: Path) -> None:
             writing.flush()
             os.fsync(writing.fileno())
         os.rename(temporary, target)
-    _fsync_dir(target.parent)
-    os.unlink(source)
-    _fsync_dir(source.parent)
 
 
 class MaildirFolder:
@@ -177,14 +195,18 @@ class MaildirFolder:
         if folder.resolve() == self.path.resolve():
             raise SourceError(f"--to {target} is the folder being cleaned ({self.path})")
         make_maildir(folder, plusplus="/" not in target)
-        for message in messages:
-            source = self.path / message.key
-            sub, name = message.key.split("/", 1)
-            destination = folder / sub / name
-            if destination.exists():
-                destination = folder / sub / f"{name}.dedupe{os.getpid()}"
-            log({"op": "rename", "from": str(source), "to": str(destination)})
-            relink(source, destination)
+        for start in range(0, len(messages), MAILDIR_BATCH):
+            pairs = []
+            for message in messages[start:start + MAILDIR_BATCH]:
+                source = self.path / message.key
+                sub, name = message.key.split("/", 1)
+                destination = folder / sub / name
+                if destination.exists():
+                    destination = folder / sub / f"{name}.dedupe{os.getpid()}"
+                pairs.append((source, destination))
+            log([{"op": "rename", "from": str(source), "to": str(destination)}
+                 for source, destination in pairs])
+            relink_all(pairs)
 
     def flag(self, messages: list[Handle], log: Log) -> None:
         for message in messages:
@@ -806,21 +828,29 @@ class ImapFolder:
 
     def _each(self, messages: list[Handle], entry: Callable[[int], dict[str, object]],
               act: Callable[[list[int]], None], log: Log) -> None:
-        """``act`` on each message's UID, logged first, on a writable selection; after a
+        """``act`` on the messages' UIDs, a batch a command (at most ``rate`` UIDs, so
+        that one command stays within the bound), each batch logged first; after a
         reconnection only the UIDs still there (not yet done) are acted on again."""
         uids = [int(message.key.split(":")[1]) for message in messages]
         by_uid = {int(m.key.split(":")[1]): m for m in messages}
-        for uid in uids:
-            log(entry(uid) | {"message_id": by_uid[uid].message_id,
-                              "sha256": by_uid[uid].sha256})
+        rate = self.account.options.rate
+        step = min(self.account.options.batch, max(1, int(rate))) if rate else \
+            self.account.options.batch
+        for start in range(0, len(uids), step):
+            chunk = uids[start:start + step]
+            log([entry(uid) | {"message_id": by_uid[uid].message_id,
+                               "sha256": by_uid[uid].sha256} for uid in chunk])
 
-            def once(uid: int = uid) -> None:
+            def once(chunk: list[int] = chunk) -> None:
                 self._uids_checked(readonly=False)
-                self.account.pace.step()
-                if self.account.reconnections and not self.account.client.search(  # type: ignore[attr-defined]
-                        ["UID", str(uid), "NOT", "DELETED"]):
-                    return          # done before the connection dropped
-                act([uid])
+                self.account.pace.step(len(chunk))
+                todo = chunk
+                if self.account.reconnections:      # some may be done already
+                    there = set(self.account.client.search(  # type: ignore[attr-defined]
+                        ["UID", ",".join(map(str, chunk)), "NOT", "DELETED"]))
+                    todo = [uid for uid in chunk if uid in there]
+                if todo:
+                    act(todo)
 
             self.account.retrying(once)
         if self.account.options.expunge:
