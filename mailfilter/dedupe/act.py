@@ -14,9 +14,12 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+from queue import Queue
 from typing import IO
 
 from mailfilter.config import Settings, default_state_dir
@@ -129,6 +132,32 @@ def _candidates(folders: list[Folder], across: bool) -> tuple[dict[str, set[str]
     return wanted, len(listed)
 
 
+_END = object()
+
+
+def _ahead(messages: Iterator[StoredMessage], depth: int = 256) -> Iterator[StoredMessage]:
+    """``messages`` read on a thread of their own, up to ``depth`` ahead, so that waiting
+    for the server or the disk overlaps with analysing the ones already read."""
+    queue: Queue[object] = Queue(maxsize=depth)
+
+    def read() -> None:
+        try:
+            for message in messages:
+                queue.put(message)
+            queue.put(_END)
+        except BaseException as error:  # noqa: BLE001 - handed to the reading side
+            queue.put(error)
+
+    threading.Thread(target=read, name="dedupe-reader", daemon=True).start()
+    while True:
+        item = queue.get()
+        if item is _END:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item      # type: ignore[misc]
+
+
 def _read_all(folders: list[Folder], grouper: Grouper, near: bool, across: bool) -> int:
     """Check the messages of every folder, in order, with a progress bar on a terminal (its
     total counted first, so that it shows the time left); how many messages there are."""
@@ -144,7 +173,7 @@ def _read_all(folders: list[Folder], grouper: Grouper, near: bool, across: bool)
         only = wanted.get(folder.label, set()) if wanted is not None else None
         if only is not None and not only:
             continue
-        for message in folder.messages(only):
+        for message in _ahead(folder.messages(only)):
             batch.append((message, grouper.engine.analyse(message.raw)))
             if len(batch) == BATCH:
                 grouper.add_many(batch)
