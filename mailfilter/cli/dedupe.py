@@ -52,8 +52,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:   # noqa: SLF001 -
     sub.add_argument("--json", action="store_true",
                      help="one JSON object per group of copies, then a summary")
     sub.add_argument("--undo-log", metavar="FILE",
-                     help="where the undo log goes (default: dedupe-TIME-PID.undo.jsonl in "
-                          "the state folder, ~/.local/state/dupfilter)")
+                     help="where the undo log goes (default: TIME-PID.undo.jsonl in "
+                          "~/.local/state/dupfilter/dedupe/)")
     sub.add_argument("--undo", metavar="LOG",
                      help="replay an undo log backwards (put moved and flagged messages back)")
     sub.add_argument("--password-file", metavar="FILE",

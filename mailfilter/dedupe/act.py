@@ -82,7 +82,7 @@ class UndoLog:
 
 def default_log_path() -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return default_state_dir() / f"dedupe-{stamp}-{os.getpid()}.undo.jsonl"
+    return default_state_dir() / "dedupe" / f"{stamp}-{os.getpid()}.undo.jsonl"
 
 
 def _imap_options(args: argparse.Namespace) -> ImapOptions | None:
