@@ -14,6 +14,7 @@ module with a ``judge`` method, its place in :data:`RULES`, and its test
 
 from __future__ import annotations
 
+from mailfilter.rules.attached_message import AttachedMessageRule
 from mailfilter.rules.attachments import AttachmentsRule
 from mailfilter.rules.calendar import CalendarRule
 from mailfilter.rules.digest import DigestRule
@@ -23,6 +24,7 @@ from mailfilter.rules.message_id import MessageIdRule
 from mailfilter.rules.pair import Judgement, Pair, Rule, RuleName
 from mailfilter.rules.reply import ReplyRule
 from mailfilter.rules.resend import ResendRule
+from mailfilter.rules.resend_note import ResendNoteRule
 from mailfilter.rules.shingles import ShinglesRule
 from mailfilter.rules.short_text import ShortTextRule
 from mailfilter.rules.subject import SubjectRule, why_not
@@ -33,7 +35,9 @@ __all__ = ["RULES", "Judgement", "Pair", "Rule", "RuleName", "describe", "judge"
 # In the order they run: the first rule that answers decides.
 RULES: tuple[Rule, ...] = (
     MessageIdRule(),
+    AttachedMessageRule(),
     CalendarRule(),
+    ResendNoteRule(),
     ReplyRule(),
     AttachmentsRule(),
     IdentifiersRule(),

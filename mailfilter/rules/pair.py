@@ -23,7 +23,9 @@ class RuleName(StrEnum):
     """The pair rules, by the name ``explain``, logs and JSON show."""
 
     MESSAGE_ID = "message-id"
+    ATTACHED_MESSAGE = "attached-message"
     CALENDAR = "calendar"
+    RESEND_NOTE = "resend-note"
     REPLY = "reply"
     ATTACHMENTS = "attachments"
     IDENTIFIERS = "identifiers"
