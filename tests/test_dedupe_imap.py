@@ -276,3 +276,21 @@ def test_a_server_without_move_gets_copy_and_deleted_and_expunge_only_when_asked
     finally:
         plain.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_server_with_an_inbox_prefix_gets_inbox_duplicates_and_never_reads_it(
+        filled: mb.Filled, tmp_path: Path) -> None:
+    root = Path(tempfile.mkdtemp(prefix="dupfilter-dovecot-prefix-"))
+    prefixed = dovecot.start(root, prefix="INBOX.")     # as Courier and Cyrus name folders
+    try:
+        dovecot.fill(prefixed, "INBOX", filled.messages)
+        done = dedupe(prefixed, *password_args(prefixed), "--action", "move", "--undo-log",
+                      str(tmp_path / "undo.jsonl"), prefixed.url())
+        assert done.returncode == 0, done.stderr
+        assert names_in(prefixed, "INBOX.Duplicates", filled) == sorted(filled.copies)
+        again = dedupe(prefixed, *password_args(prefixed), prefixed.url())
+        assert again.returncode == 0, again.stderr
+        assert "in 1 folders" in again.stdout and "0 copies" in again.stdout
+    finally:
+        prefixed.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -729,19 +729,38 @@ class ImapAccount:
 
         def listed() -> list[ImapFolder]:
             found = []
+            skip = {exclude, self.full_name(exclude)} if exclude else set()
             for flags, _delimiter, name in self.client.list_folders():  # type: ignore[attr-defined]
-                if b"\\Noselect" in flags or b"\\NonExistent" in flags or name == exclude:
+                if b"\\Noselect" in flags or b"\\NonExistent" in flags or name in skip:
                     continue
                 found.append(ImapFolder(self, name))
             return found
 
         return self.retrying(listed)        # type: ignore[return-value]
 
-    def ensure_folder(self, name: str) -> None:
+    def full_name(self, name: str) -> str:
+        """``name`` as this server spells a folder of the user's: under the personal
+        namespace's prefix (``INBOX.`` on Courier and Cyrus) unless it exists as it is or
+        has that prefix already."""
+        def spelled() -> str:
+            client = self.client
+            if client.folder_exists(name) or not client.has_capability(  # type: ignore[attr-defined]
+                    "NAMESPACE"):
+                return name
+            personal = client.namespace().personal  # type: ignore[attr-defined]
+            prefix = personal[0][0] if personal else ""
+            return name if not prefix or name.startswith(prefix) else prefix + name
+        return str(self.retrying(spelled))
+
+    def ensure_folder(self, name: str) -> str:
+        """The folder ``name`` (see :meth:`full_name`), created when missing."""
+        full = self.full_name(name)
+
         def ensure() -> None:
-            if not self.client.folder_exists(name):     # type: ignore[attr-defined]
-                self.client.create_folder(name)         # type: ignore[attr-defined]
+            if not self.client.folder_exists(full):     # type: ignore[attr-defined]
+                self.client.create_folder(full)         # type: ignore[attr-defined]
         self.retrying(ensure)
+        return full
 
     def close(self) -> None:
         if self.client is not None:
@@ -871,7 +890,9 @@ class ImapFolder:
     def move(self, messages: list[Handle], target: str, log: Log) -> None:
         if target == self.name:
             raise SourceError(f"--to {target} is the folder being cleaned")
-        self.account.ensure_folder(target)
+        target = self.account.ensure_folder(target)
+        if target == self.name:
+            raise SourceError(f"--to {target} is the folder being cleaned")
         client = self.account
 
         def act(uids: list[int]) -> None:

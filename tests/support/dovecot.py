@@ -65,10 +65,11 @@ def _certificate(root: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def start(root: Path, capabilities: str | None = None) -> Dovecot:
+def start(root: Path, capabilities: str | None = None, prefix: str = "") -> Dovecot:
     """Start Dovecot in the foreground (``-F``) with everything under ``root``;
     ``capabilities``: what it announces after login instead of its own list (a server
-    without MOVE, say)."""
+    without MOVE, say); ``prefix``: the personal namespace's (``INBOX.`` as Courier's and
+    Cyrus's)."""
     root.mkdir(parents=True, exist_ok=True)
     for sub in ("run", "state", "log"):
         (root / sub).mkdir(exist_ok=True)
@@ -109,6 +110,7 @@ mail_location = maildir:~/Maildir
 namespace inbox {{
   inbox = yes
   separator = .
+  prefix = {prefix}
 }}
 service imap-login {{
   inet_listener imap {{
