@@ -153,6 +153,11 @@ def daemon_parser(program: str, description: str) -> argparse.ArgumentParser:
                         help="keep the status that `dupfilter-db status` reads in "
                              "DIR/PROGRAM.json (default: $RUNTIME_DIRECTORY under systemd, "
                              f"else {STATUS_DIR}; \"\" for none)")
+    parser.add_argument("--instance", metavar="NAME",
+                        help="this daemon's name in `dupfilter-db status` when several of "
+                             "one kind run (postmulti): its status is DIR/PROGRAM@NAME.json "
+                             "(default: the systemd unit's instance, or its name when that "
+                             "is not PROGRAM)")
     return parser
 
 
@@ -174,7 +179,8 @@ _RESTART_SECTIONS = ("store", "fingerprint", "detector", "policy", "metrics")
 
 
 def reload_settings(running: Settings, load: Callable[[], Settings], section: str,
-                    restart_keys: Iterable[str], logger: logging.Logger) -> bool:
+                    restart_keys: Iterable[str], logger: logging.Logger,
+                    status: DaemonStatus | None = None) -> bool:
     """SIGHUP in either daemon: apply a fresh copy of the front end's own section.
 
     ``load`` reads the file again (with the command line's overrides).  A file that does
@@ -190,7 +196,11 @@ def reload_settings(running: Settings, load: Callable[[], Settings], section: st
         except (ConfigError, DaemonError, OSError) as error:
             logger.error("SIGHUP: configuration not reloaded, keeping the running one: %s",
                          error)
+            if status is not None:
+                status.config_failed(error)
             return False
+        if status is not None:
+            status.config_loaded()
         current, wanted = getattr(running, section), getattr(fresh, section)
         restart = set(restart_keys)
         for name in current.__dataclass_fields__:
@@ -376,6 +386,13 @@ STATUS_DIR = "/run/dupfilter"
 HEARTBEAT_SECONDS = 5.0
 # ... and a status older than this means the daemon is hung or gone.
 STALE_SECONDS = 30.0
+# "Recently", for status: errors, unchecked messages and recording failures are also
+# counted over this many seconds (in one-minute buckets), and judged on those counts.
+RECENT_SECONDS = 300
+_BUCKET_SECONDS = 60
+# Exit codes of `dupfilter-db status`: the monitoring-plugin convention (Nagios, Icinga).
+OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
+SEVERITY_NAMES = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL", UNKNOWN: "UNKNOWN"}
 
 
 def default_status_dir() -> str:
@@ -384,24 +401,93 @@ def default_status_dir() -> str:
     return runtime.split(":")[0] if runtime else STATUS_DIR
 
 
+def systemd_unit(cgroup: str = "/proc/self/cgroup") -> str | None:
+    """The systemd service this process runs in (``dupfilter-milter@b.service``), from
+    its cgroup; None outside one."""
+    try:
+        text = Path(cgroup).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        for part in reversed(line.rpartition(":")[2].split("/")):
+            if part.endswith(".service"):
+                return part
+    return None
+
+
+def instance_name(program: str, explicit: str | None, unit: str | None = None) -> str | None:
+    """The name that tells this daemon from others of its kind in ``dupfilter-db status``:
+    ``--instance``, else the systemd unit's instance (``dupfilter-milter@b.service``: b) or
+    its name when that is not the program's (``dupfilter-milter-b.service``); None for the
+    one daemon of its kind."""
+    if explicit:
+        return explicit
+    unit = systemd_unit() if unit is None else unit
+    if not unit:
+        return None
+    stem = unit.removesuffix(".service")
+    _base, at, instance = stem.partition("@")
+    if at and instance:
+        return instance
+    return None if stem == program else stem
+
+
+def status_file_name(program: str, instance: str | None) -> str:
+    """``PROGRAM.json``, or ``PROGRAM@INSTANCE.json`` (unsafe characters as ``_``)."""
+    if not instance:
+        return f"{program}.json"
+    safe = "".join(c if c.isalnum() or c in "-_.:" else "_" for c in instance)
+    return f"{program}@{safe}.json"
+
+
+class _Recent:
+    """Counts over the last ``RECENT_SECONDS``, in one-minute buckets."""
+
+    NAMES = ("messages", "unchecked", "errors", "recorded", "record_failures")
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, dict[str, int]] = {}
+
+    def add(self, name: str, now: float) -> None:
+        minute = int(now // _BUCKET_SECONDS)
+        bucket = self._buckets.setdefault(minute, dict.fromkeys(self.NAMES, 0))
+        bucket[name] += 1
+
+    def totals(self, now: float) -> dict[str, int]:
+        first = int((now - RECENT_SECONDS) // _BUCKET_SECONDS) + 1
+        for minute in [m for m in self._buckets if m < first]:
+            del self._buckets[minute]
+        totals = dict.fromkeys(self.NAMES, 0)
+        for bucket in self._buckets.values():
+            for name, count in bucket.items():
+                totals[name] += count
+        return totals
+
+
 class DaemonStatus:
     """A daemon's state as ``dupfilter-db status`` shows it, kept in ``DIR/PROGRAM.json``
-    (written whole and renamed into place, at least every ``HEARTBEAT_SECONDS``): up since,
-    the store (open or not, and why), messages, verdicts and decisions since start, errors
-    and the last one.  A folder that cannot be written is said once, and the daemon runs on.
+    (``PROGRAM@INSTANCE.json`` for a named instance; written whole and renamed into place,
+    at least every ``HEARTBEAT_SECONDS``): version, up since, the store (open or not, and
+    how its last operations went), messages, verdicts and decisions since start, errors,
+    unchecked messages and recording failures since start and in the last
+    ``RECENT_SECONDS``, a configuration that did not load, a clean stop.  A folder that
+    cannot be written is said once, and the daemon runs on.
     """
 
     def __init__(self, program: str, folder: str | None, logger: logging.Logger, *,
                  listening: str, store: str, on_error: str,
-                 heartbeat: float = HEARTBEAT_SECONDS) -> None:
-        self.path = Path(folder) / f"{program}.json" if folder else None
+                 heartbeat: float = HEARTBEAT_SECONDS, instance: str | None = None) -> None:
         self.logger = logger
         self.heartbeat = heartbeat
+        self.program = program
+        self.instance = instance
+        self.path = self._claim(Path(folder), program, instance) if folder else None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failed = False
         self._dirty = False
+        self._recent = _Recent()
         now = time.time()
         try:
             import pwd
@@ -409,43 +495,99 @@ class DaemonStatus:
         except (KeyError, ImportError):
             user = str(os.geteuid())
         self.data: dict[str, Any] = {
-            "program": program, "version": __version__, "pid": os.getpid(), "user": user,
+            "program": program, "instance": self.instance, "version": __version__,
+            "pid": os.getpid(), "user": user,
             "state": "starting", "started": now, "updated": now, "listening": listening,
             "heartbeat_seconds": heartbeat, "on_error": on_error,
             "store": {"location": masked(store), "open": False, "since": None,
-                      "error": None},
+                      "error": None, "last_ok": None, "last_failure": None},
             "messages": 0, "verdicts": {}, "decisions": {}, "errors": 0, "last_error": None,
+            "unchecked": 0, "record_failures": 0, "last_record_failure": None,
+            "recent": {"seconds": RECENT_SECONDS, **dict.fromkeys(_Recent.NAMES, 0)},
+            "config_error": None, "stopped": None,
         }
+
+    def _claim(self, folder: Path, program: str, instance: str | None) -> Path:
+        """The status file: ``PROGRAM[@INSTANCE].json``, unless another daemon that is
+        running keeps that one (two of a kind without ``--instance``): then one named after
+        this process, said in the log, so that neither hides the other."""
+        path = folder / status_file_name(program, instance)
+        try:
+            other = json.loads(path.read_text(encoding="utf-8"))
+            pid = int(other.get("pid", 0))
+            taken = other.get("state") != "stopped" and pid not in (0, os.getpid()) \
+                and _process_exists(pid)
+        except (OSError, ValueError, TypeError, AttributeError):
+            taken = False
+        if not taken:
+            return path
+        self.instance = f"pid{os.getpid()}"
+        mine = folder / status_file_name(program, self.instance)
+        self.logger.warning("another %s (pid %d) keeps its status in %s: this one keeps "
+                            "its own in %s (give each an --instance NAME)", program, pid,
+                            path, mine)
+        return mine
 
     # -- what happens -----------------------------------------------------------------
 
     def store_opened(self, location: str) -> None:
         with self._lock:
-            self.data["store"] = {"location": masked(location), "open": True,
-                                  "since": time.time(), "error": None}
+            store = self.data["store"]
+            store.update(location=masked(location), open=True, since=time.time(),
+                         error=None)
         self.write()
 
     def store_failed(self, location: str, error: BaseException) -> None:
         with self._lock:
-            self.data["store"] = {"location": masked(location), "open": False,
-                                  "since": time.time(),
-                                  "error": masked(f"{type(error).__name__}: {error}")}
+            now = time.time()
+            text = masked(f"{type(error).__name__}: {error}")
+            self.data["store"].update(location=masked(location), open=False, since=now,
+                                      error=text, last_failure={"time": now, "error": text})
             self._error(f"cannot open the store: {error}")
+        self.write()
+
+    def config_failed(self, error: BaseException | str) -> None:
+        """A configuration that did not load (SIGHUP): the running one is kept."""
+        with self._lock:
+            self.data["config_error"] = {"time": time.time(), "error": masked(str(error))}
+        self.write()
+
+    def config_loaded(self) -> None:
+        with self._lock:
+            self.data["config_error"] = None
         self.write()
 
     def observe(self, outcome: Outcome) -> None:
         """Count one logged message (a logs observer)."""
         with self._lock:
-            data = self.data
+            now = time.time()
+            data, recent = self.data, self._recent
             data["messages"] += 1
+            recent.add("messages", now)
             if outcome.verdict is not None:
                 verdicts = data["verdicts"]
                 name = str(outcome.verdict.kind)
                 verdicts[name] = verdicts.get(name, 0) + 1
             decisions = data["decisions"]
             decisions[outcome.decision] = decisions.get(outcome.decision, 0) + 1
+            store = data["store"]
             if outcome.error:
                 self._error(outcome.error, queue=outcome.queue)
+                recent.add("errors", now)
+                if outcome.verdict is None:
+                    data["unchecked"] += 1
+                    recent.add("unchecked", now)
+                if "Store" in outcome.error or "store" in outcome.error:
+                    store["last_failure"] = {"time": now, "error": masked(outcome.error)[:500]}
+            if outcome.recorded == "failed":
+                data["record_failures"] += 1
+                recent.add("record_failures", now)
+                data["last_record_failure"] = {"time": now, "queue": outcome.queue}
+                store["last_failure"] = {"time": now, "error": "recording failed"}
+            elif outcome.verdict is not None and not outcome.error:
+                store["last_ok"] = now
+                if outcome.recorded in ("yes", True):
+                    recent.add("recorded", now)
             self._dirty = True
 
     def _error(self, text: str, queue: str | None = None) -> None:
@@ -456,6 +598,8 @@ class DaemonStatus:
     def set_state(self, state: str) -> None:
         with self._lock:
             self.data["state"] = state
+            if state == "stopped":
+                self.data["stopped"] = time.time()
         self.write()
 
     # -- the file ---------------------------------------------------------------------
@@ -464,7 +608,9 @@ class DaemonStatus:
         if self.path is None or self._failed:
             return
         with self._lock:
-            self.data["updated"] = time.time()
+            now = time.time()
+            self.data["updated"] = now
+            self.data["recent"] = {"seconds": RECENT_SECONDS, **self._recent.totals(now)}
             self._dirty = False
             text = json.dumps(self.data, sort_keys=True)
         scratch = self.path.with_name(f".{self.path.name}.{os.getpid()}")
@@ -500,40 +646,81 @@ class DaemonStatus:
                 self.write()
 
     def stop(self) -> None:
-        """The daemon has stopped: say so in the file (status then reports it down)."""
+        """The daemon has stopped cleanly: say so in the file (status shows it stopped)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
         self.set_state("stopped")
 
 
-def read_status(path: Path, now: float | None = None) -> dict[str, Any]:
-    """One status file, with ``alive`` (the process exists), ``fresh`` (written within
-    STALE_SECONDS), ``healthy`` and ``problems`` (why not, in words) added."""
-    now = time.time() if now is None else now
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    problems = []
-    pid = int(data.get("pid", 0))
+def _process_exists(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-        alive = pid > 0
     except PermissionError:
-        alive = True                 # another user's process: it exists
-    except (ProcessLookupError, OverflowError):
-        alive = False
+        return pid > 0                 # another user's process: it exists
+    except (ProcessLookupError, OverflowError, ValueError):
+        return False
+    return pid > 0
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else -1
+                 for part in version.replace("-", ".").replace("+", ".").split("."))
+
+
+def read_status(path: Path, now: float | None = None, installed: str = __version__
+                ) -> dict[str, Any]:
+    """One status file, with ``alive`` (the process exists), ``fresh`` (written within
+    STALE_SECONDS), ``severity`` (OK, WARNING, CRITICAL: the monitoring-plugin codes),
+    ``problems`` (why, in words), ``healthy`` (no problem) and ``stopped`` (a clean stop:
+    not a problem) added.  ``installed`` is the version a restart would run."""
+    now = time.time() if now is None else now
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    critical: list[str] = []
+    warning: list[str] = []
+    pid = int(data.get("pid", 0))
+    alive = _process_exists(pid)
     age = now - float(data.get("updated", 0))
     stale_after = max(STALE_SECONDS, 3 * float(data.get("heartbeat_seconds", 0) or 0))
     fresh = age <= stale_after
-    if data.get("state") == "stopped":
-        problems.append("stopped")
+    stopped = data.get("state") == "stopped"
+    if stopped:
+        pass                            # stopped on purpose: said, not a problem
     elif not alive:
-        problems.append(f"not running (pid {pid} is gone; it did not stop cleanly)")
+        critical.append(f"not running (pid {pid} is gone; it did not stop cleanly)")
     elif not fresh:
-        problems.append(f"no heartbeat for {age:.0f} s (hung?)")
+        critical.append(f"no heartbeat for {age:.0f} s (hung?)")
+    running = alive and not stopped
     store = data.get("store") or {}
-    if alive and data.get("state") != "stopped" and not store.get("open"):
-        problems.append("store not open" + (f": {store['error']}" if store.get("error")
-                                            else ""))
+    recent = data.get("recent") or {}
+    minutes = f"{int(recent.get('seconds', RECENT_SECONDS)) // 60} min"
+    if running:
+        if not store.get("open"):
+            critical.append("store not open" + (f": {store['error']}" if store.get("error")
+                                                else ""))
+        unchecked = int(recent.get("unchecked", 0))
+        if unchecked:
+            critical.append(f"{unchecked} of {recent.get('messages', 0)} message(s) in the "
+                            f"last {minutes} passed unchecked (on_error="
+                            f"{data.get('on_error')})")
+        failures = int(recent.get("record_failures", 0))
+        if failures:
+            text = (f"recording failed for {failures} message(s) in the last {minutes} "
+                    f"({recent.get('recorded', 0)} recorded): later copies are not caught")
+            (critical if failures >= int(recent.get("recorded", 0)) else warning).append(text)
+        errors = int(recent.get("errors", 0)) - unchecked
+        if errors > 0:
+            warning.append(f"{errors} error(s) in the last {minutes}")
+        if data.get("config_error"):
+            warning.append(f"configuration not loaded: {data['config_error']['error']} "
+                           "(running on the previous one)")
+        version = str(data.get("version", ""))
+        if version and version != installed and _version_key(version) < _version_key(
+                installed):
+            warning.append(f"restart needed: running {version}, installed {installed}")
+    severity = CRITICAL if critical else WARNING if warning else OK
+    problems = critical + warning
     data.update(path=str(path), alive=alive, fresh=fresh, age_seconds=round(age, 1),
-                healthy=not problems, problems=problems)
+                healthy=not problems, problems=problems, stopped=stopped,
+                severity=SEVERITY_NAMES[severity], exit_code=severity)
     return data
