@@ -24,6 +24,7 @@ from mailfilter.similarity import (
 from mailfilter.store import (
     NEWEST_EXACT,
     NEWEST_PART,
+    RECIPIENTS_MAX,
     Found,
     Query,
     Record,
@@ -423,8 +424,17 @@ class Detector:
         exact = verdict.exact_match
         self.store.count_verdict(verdict.kind, when)
         if exact is not None:
-            self.store.touch(exact.doc_id, when, keys)
-            return Recording(exact.doc_id, verdict.kind, when, previous=exact)
+            new_keys = tuple(dict.fromkeys(k for k in keys if k not in exact.recipients))
+            if len(exact.recipients) + len(new_keys) <= RECIPIENTS_MAX:
+                self.store.touch(exact.doc_id, when, keys)
+                return Recording(exact.doc_id, verdict.kind, when, previous=exact)
+            # More mailboxes than a record holds (a list, a newsletter): the new ones go
+            # into a record of their own in the same text cluster, bringing no index hash,
+            # so every mailbox that had the text stays filed under it.
+            overflow = replace(self._record_of(verdict, None, 0, when),
+                               cluster=exact.cluster_id, novel=(), recipients=new_keys,
+                               seen=exact.seen + 1)
+            return Recording(self.store.add(overflow), verdict.kind, when)
         return Recording(self.store.add(self._record_of(verdict, copy_of, 0, when)),
                          verdict.kind, when)
 

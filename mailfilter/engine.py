@@ -173,9 +173,9 @@ class Engine:
                sender: str | None = None) -> Verdict:
         """Verdict on an already analysed message (see :func:`analyse`), remembered when
         ``record`` (and no allow rule exempts it): :meth:`process` whatever the verdict."""
-        if not record:      # nothing is added, not even for a moment
-            return self.store.atomically(lambda: self._process(
-                analysis, recipients, _never, now, sender, record=False)).verdict
+        if not record:      # a read: nothing is added, not even for a moment
+            return self._process(analysis, recipients, _never, now, sender,
+                                 record=False).verdict
         return self.process(analysis, recipients, remember, now=now, sender=sender).verdict
 
     def process(self, analysis: Analysis, recipients: Sequence[str],

@@ -115,3 +115,21 @@ def test_what_different_texts_share_is_boilerplate_and_explain_says_so(
                 if line.startswith("boilerplate:"))
     assert f"{len(post.boilerplate)} of its shingles were left out" in line
     assert "held by 8 or more different stored texts" in line and "(8+)" in line
+
+
+def test_one_text_to_more_mailboxes_than_a_record_keeps(engine: Engine) -> None:
+    """One announcement, the same text, delivered to 100 mailboxes one at a time (more than
+    the 64 recipients a record holds): every one of them that gets it again has a duplicate,
+    a mailbox that never had it a new message.  Failed before: the first 36 mailboxes were
+    dropped from the record and their second copy was called unique."""
+    def announcement(number: int) -> bytes:
+        return make_message(NEWSLETTER, subject="Maintenance on Saturday",
+                            sender="it@example.com", message_id=f"<maint.{number}@example.com>")
+    for number in range(100):
+        engine.check(announcement(number), [f"user{number}@example.org"])
+    for number in (0, 1, 35, 63, 64, 99):
+        again = engine.check(announcement(1000 + number), [f"user{number}@example.org"])
+        assert again.kind is Kind.DUPLICATE and again.recipients_seen == (
+            f"user{number}@example.org",), (number, verdict_value(again))
+    assert engine.check(announcement(5000), ["stranger@example.org"]).kind is Kind.UNIQUE
+    assert engine.store.verify() == []

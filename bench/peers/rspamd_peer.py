@@ -70,6 +70,7 @@ FLAG, LEARN_WEIGHT = 11, 10
 LEARNED = "BENCH_FUZZY_LEARNED"          # set by the learning postfilter when it sent hashes
 LEARN_HEADER = "X-Bench-Learn"
 VERSION_KEY = "fuzzylocal"               # the Redis backend's update counter (prefix + source)
+KEY_PREFIX = b"fuzzy"                    # a digest's key: this prefix, then its 64 bytes
 NORMAL_WORKERS = 2                       # one per CPU of these machines, as scan --jobs 2
 SYNC_SECONDS = 0.001                     # the storage's write batching (stock: 60 s)
 START_SECONDS = 120.0
@@ -188,6 +189,8 @@ class RspamdFuzzy:
         self.rspamd_process: subprocess.Popen[bytes] | None = None
         self.redis: redis.Redis | None = None
         self.writes: redis.client.PubSub | None = None   # the storage's transactions
+        self._pending: list[str] = []      # digests sent by learn, not yet seen in Redis
+        self._pending_lock = threading.Lock()
 
     # -- start and stop ------------------------------------------------------------------
 
@@ -278,6 +281,7 @@ class RspamdFuzzy:
     def reset(self) -> None:
         """Forget every learned hash (a fresh storage, as for each realworld case)."""
         assert self.redis is not None
+        self.settle()          # a write still queued would land after the flush
         self.redis.flushdb()
 
     # -- requests ------------------------------------------------------------------------
@@ -350,10 +354,31 @@ class RspamdFuzzy:
             if "HTTP 404" in str(error):      # "no fuzzy hashes found"
                 return []
             raise
-        return list(reply.get("hashes", ()))
+        hashes = list(reply.get("hashes", ()))
+        with self._pending_lock:
+            self._pending.extend(hashes)
+        return hashes
 
-    def settle(self) -> None:
-        """Wait until the storage has written what it was sent (after learning unordered)."""
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until the storage has written what it was sent (after learning unordered):
+        every digest ``learn`` sent is a key in Redis (``fuzzy`` + the digest's bytes), and
+        then no write is still coming (the version stays put).  A loaded machine delays
+        the storage's batches, so a quiet moment alone is not proof."""
+        assert self.redis is not None
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        keys = [KEY_PREFIX + bytes.fromhex(digest) for digest in dict.fromkeys(pending)]
+        deadline = time.monotonic() + timeout
+        while keys:
+            pipe = self.redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.exists(key)
+            keys = [key for key, there in zip(keys, pipe.execute(), strict=True) if not there]
+            if keys and time.monotonic() > deadline:
+                raise RuntimeError(f"the fuzzy storage did not write {len(keys)} learned "
+                                   f"digests to Redis within {timeout} s:\n" + self.log_tail())
+            if keys:
+                time.sleep(0.02)
         previous = -1
         while (version := self._version()) != previous:
             previous = version

@@ -109,6 +109,12 @@ local function tail_of(data)
 end
 
 -- The id of a record's text cluster as 8 bytes (its own id when it heads one).
+-- True for a record that joins another's text cluster (a copy, more mailboxes for a text).
+local function in_cluster(data)
+  local off = tail_of(data)
+  return off ~= nil and sub(data, off + 1, off + 8) ~= '\0\0\0\0\0\0\0\0'
+end
+
 local function cluster_of(data, id)
   local off = tail_of(data)
   if off then

@@ -300,9 +300,10 @@ local function insert(data, sent, sent_bits, id, reuse)
 end
 
 -- Add a record; one with the same digest and some content is a sighting of that one instead
--- (so two hosts racing with one message leave one record).
+-- (so two hosts racing with one message leave one record) — unless it joins a text cluster
+-- on purpose (the detector found its match: a copy, or more mailboxes than a record holds).
 local function add(data, sent, sent_bits, check_digest, reuse)
-  if check_digest and has_content(data) then
+  if check_digest and has_content(data) and not in_cluster(data) then
     local digest = sub(data, O_DIGEST + 1, O_DIGEST + 16)
     for _, seg in ipairs(state.segs) do
       local value = redis.call('HGET', seg.key, field('g', digest, seg.bits))
