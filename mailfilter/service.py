@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from mailfilter import __version__
 from mailfilter.aliases import load_aliases
 from mailfilter.config import ConfigError, Settings, load_settings, masked
+from mailfilter.store import StoreError
 
 if TYPE_CHECKING:
     from mailfilter.engine import Engine
@@ -62,6 +63,7 @@ class LazyEngine:
         self._engine = engine
         self._lock = threading.Lock()
         self._next_attempt = 0.0
+        self._closed = False            # closed at shutdown: never opened again
         self.status: DaemonStatus | None = None      # told when the store opens or fails
 
     def get(self) -> Engine | None:
@@ -70,7 +72,8 @@ class LazyEngine:
         if engine is not None:
             return engine
         with self._lock:
-            if self._engine is None and time.monotonic() >= self._next_attempt:
+            if self._engine is None and not self._closed \
+                    and time.monotonic() >= self._next_attempt:
                 self.open()
             return self._engine
 
@@ -110,7 +113,10 @@ class LazyEngine:
         if engine is None:
             return
         decision, when = outcome.decision, int(time.time())
-        engine.recorder.submit(lambda: engine.store.count_decision(decision, when))
+        try:
+            engine.recorder.submit(lambda: engine.store.count_decision(decision, when))
+        except StoreError:          # closed meanwhile (shutdown): that count is not kept
+            pass
 
     def records(self) -> float:
         """Records in the store, for the metrics gauge (NaN while the store is down)."""
@@ -121,7 +127,10 @@ class LazyEngine:
             return float("nan")
 
     def close(self) -> None:
+        """Commit what is queued and close the store, for good (a message that still
+        asks for the engine gets None: on_error)."""
         with self._lock:
+            self._closed = True
             if self._engine is not None:
                 self._engine.close()
                 self._engine = None

@@ -74,7 +74,7 @@ SLOW_FILES = frozenset((
     "test_milter_postfix.py", "test_smtpd_postfix.py",       # a private Postfix
     "test_milter_protocol.py", "test_smtpd.py", "test_listeners.py",  # daemons as processes
     "test_reload.py", "test_metrics.py", "test_status.py", "test_reliability.py",
-    "test_reliability_daemons.py", "test_systemd.py", "test_procmail.py",
+    "test_reliability_daemons.py", "test_systemd.py", "test_procmail.py", "test_shutdown.py",
     "test_redis_store.py", "test_redis_cli.py", "test_store_connections.py",  # redis-server
     "test_quality.py", "test_histogram_golden.py", "test_precision.py",   # the corpus
     "test_config_property.py",                                # hypothesis over daemons

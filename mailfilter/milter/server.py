@@ -315,7 +315,7 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
         logger.error("milter stopped: %s", failure[0])
     else:
         busy = runtime.inflight
-        logger.info("stopping: %d message(s) in flight; new messages get 451 at DATA", busy)
+        logger.info("stopping: %d message(s) in flight; new messages get 451", busy)
         if not runtime.drain(SHUTDOWN_GRACE_SECONDS):
             logger.warning("stopping with %d message(s) still in flight after %ds",
                            runtime.inflight, SHUTDOWN_GRACE_SECONDS)
