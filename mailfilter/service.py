@@ -46,7 +46,9 @@ STORE_RETRY_SECONDS = 10.0
 
 class LazyEngine:
     """A daemon's shared engine: opened at start-up when the store can be, and otherwise
-    tried again when a message needs it, at most every ``retry_seconds``.
+    tried again every ``retry_seconds`` by a timer (and when a message needs it, at most
+    that often), so that a store fixed meanwhile is open again, and status says so, before
+    the next message comes.
 
     Until then :meth:`get` is None and each message gets the front end's ``on_error``: a
     store that cannot be opened (a missing folder, wrong permissions, Redis down at boot)
@@ -64,6 +66,7 @@ class LazyEngine:
         self._lock = threading.Lock()
         self._next_attempt = 0.0
         self._closed = False            # closed at shutdown: never opened again
+        self._timer: threading.Timer | None = None
         self.status: DaemonStatus | None = None      # told when the store opens or fails
 
     def get(self) -> Engine | None:
@@ -87,6 +90,7 @@ class LazyEngine:
             self._engine = Engine(self.settings)
         except Exception as error:  # any failure means "no store yet"
             self._next_attempt = time.monotonic() + self.retry_seconds
+            self._retry_later()
             if self.status is not None:
                 self.status.store_failed(location, error)
             sd_notify(f"STATUS=store not open ({masked(str(error))}); messages get "
@@ -100,6 +104,21 @@ class LazyEngine:
         if self.status is not None:
             self.status.store_opened(location)
         return True
+
+    def _retry_later(self) -> None:
+        """Try to open the store again in ``retry_seconds`` (one timer at a time)."""
+        if self._closed or (self._timer is not None and self._timer.is_alive()
+                            and self._timer is not threading.current_thread()):
+            return
+        self._timer = threading.Timer(self.retry_seconds, self._retry)
+        self._timer.name = "dupfilter-store-retry"
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _retry(self) -> None:
+        with self._lock:
+            if self._engine is None and not self._closed:
+                self.open()
 
     @property
     def is_open(self) -> bool:
@@ -131,6 +150,8 @@ class LazyEngine:
         asks for the engine gets None: on_error)."""
         with self._lock:
             self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
             if self._engine is not None:
                 self._engine.close()
                 self._engine = None

@@ -313,3 +313,33 @@ def test_status_runs_with_a_broken_settings_file(tmp_path: Path) -> None:
     assert code == 1, text
     assert "WARNING: the settings do not load" in text and "on_eror" in text
     assert "dupfilter-milter 0.1.0: OK" in text
+
+
+def test_a_store_fixed_meanwhile_is_reopened_by_the_timer(tmp_path: Path) -> None:
+    """Issue 20 item 4: a store that could not be opened, then fixed, stayed "store not
+    open" in status until the next message came.  Now a timer tries every --store-retry
+    seconds (default 10, as docs/operations.md says): status is OK again with no message
+    sent, and the next message is checked."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    blocker = tmp_path / "state"
+    blocker.write_text("a file where the store's folder should be")
+    daemon = MilterDaemon(tmp_path, db=blocker / "store",
+                          args=("--allow-root", "--status-dir", str(folder),
+                                "--store-retry", "2"))
+    with daemon:
+        code, text = status(folder)
+        assert code == 2 and "store not open" in text, text
+        blocker.unlink()
+        blocker.mkdir()
+        fixed_at = time.monotonic()
+        code, text = wait_status(folder, 0, timeout=10)
+        reopened_after = time.monotonic() - fixed_at
+        assert code == 0, text
+        assert reopened_after < 5, reopened_after
+        assert "store opened" in daemon.log_text()
+        with daemon.client() as client:
+            client.message("a@example.test", ["b@example.test"], headers("f1"), body_of(),
+                           queue_id="F1")
+        (line,) = daemon.wait_lines(1)
+        assert line["verdict"] == "unique" and line["recorded"] == "yes"
