@@ -20,6 +20,7 @@ import sysconfig
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -407,6 +408,105 @@ def check_installation_readable(who: str, paths: list[tuple[str, str]] | None = 
                 "next import (\"No module named ...\").  Install dupfilter where that user "
                 "can read it, e.g. a virtual environment in /opt/dupfilter on the system's "
                 "python3 (docs/install.md); a Python under /root (pyenv) is not readable")
+
+
+# ----------------------------------------------------------------- the installed units
+
+# Where systemd finds units, in its order (a unit in /etc wins over the package's).
+SYSTEMD_UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system",
+                     "/usr/local/lib/systemd/system", "/lib/systemd/system",
+                     "/usr/lib/systemd/system")
+DAEMON_UNITS = ("dupfilter-milter.service", "dupfilter-smtpd.service")
+
+
+@dataclass(frozen=True)
+class InstalledUnit:
+    """What an installed unit runs its daemon with: ``ExecStart``'s ``--flag value`` pairs
+    (drop-ins applied) and ``User=``."""
+
+    name: str
+    path: str
+    flags: dict[str, str]
+    user: str | None
+
+
+def installed_unit(name: str, folders: Iterable[str] | None = None) -> InstalledUnit | None:
+    """The unit ``name`` as systemd would read it from ``folders`` (default
+    SYSTEMD_UNIT_DIRS): the first file of that name, then its drop-ins (``NAME.d/*.conf``,
+    in name order; an empty ``ExecStart=`` resets it).  None when it is not installed."""
+    import shlex
+    folders = list(SYSTEMD_UNIT_DIRS if folders is None else folders)
+    main = next((Path(f) / name for f in folders if (Path(f) / name).is_file()), None)
+    if main is None:
+        return None
+    drop_ins = sorted((p for f in folders for p in (Path(f) / f"{name}.d").glob("*.conf")),
+                      key=lambda p: p.name)
+    command, user = "", None
+    for path in (main, *drop_ins):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, value = line.strip().partition("=")
+            if key == "ExecStart":
+                command = value.strip().lstrip("@-:+!")
+            elif key == "User":
+                user = value.strip() or None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = []
+    flags: dict[str, str] = {}
+    for index, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        flag, equals, value = word.partition("=")
+        if equals:
+            flags[flag] = value
+        elif index + 1 < len(words) and not words[index + 1].startswith("--"):
+            flags[flag] = words[index + 1]
+    return InstalledUnit(name, str(main), flags, user)
+
+
+def system_daemon_settings(settings: Settings, folders: Iterable[str] | None = None
+                           ) -> list[str]:
+    """``settings`` as the installed daemons really run with them, for ``dupfilter-db``
+    run as root or as the units' user on the units' own settings file: the store the units
+    pass with ``--db``, the milter's ``--socket``, the SMTP filter's ``--listen`` and
+    ``--next-hop``, each where the file leaves it at its default.  Returns what was taken
+    (``store.path from dupfilter-milter.service --db``).  Nothing on a host without the
+    units, or for another user or settings file (a user's own store stays theirs)."""
+    folders = list(SYSTEMD_UNIT_DIRS if folders is None else folders)
+    taken: list[str] = []
+    try:
+        import pwd
+        me = pwd.getpwuid(os.geteuid()).pw_name
+    except (KeyError, ImportError):
+        me = ""
+    wanted = {"dupfilter-milter.service": (("--db", "store.path"),
+                                           ("--socket", "milter.socket")),
+              "dupfilter-smtpd.service": (("--db", "store.path"), ("--listen", "smtpd.listen"),
+                                          ("--next-hop", "smtpd.next_hop"))}
+    for name in DAEMON_UNITS:
+        unit = installed_unit(name, folders)
+        if unit is None or not (os.geteuid() == 0 or me == unit.user):
+            continue
+        config = unit.flags.get("--config")
+        if config is None or settings.source is None or \
+                os.path.realpath(config) != os.path.realpath(settings.source):
+            continue
+        for flag, key in wanted[name]:
+            section, _, field_name = key.partition(".")
+            if flag not in unit.flags or settings.origin(key) != "default" or \
+                    any(key in line for line in taken):
+                continue
+            setattr(getattr(settings, section), field_name, unit.flags[flag])
+            origins = getattr(settings, "origins", None)
+            if isinstance(origins, dict):
+                origins[key] = f"{unit.path} {flag}"
+            taken.append(f"{key} = {unit.flags[flag]} (from {name} {flag})")
+    return taken
 
 
 # ------------------------------------------------------------------------------ status

@@ -717,6 +717,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             # The daemons' health is in their status files: shown all the same.
             args.config_error, settings = str(error), None
+        if settings is not None and not getattr(args, "db", None):
+            # As root or the units' user on their settings file: the daemons' own store,
+            # socket and listeners, as their units pass them (not root's per-user store).
+            from mailfilter.service import system_daemon_settings
+            system_daemon_settings(settings)
         if getattr(args, "jobs", 1) < 1:
             return _fail("dupfilter-db", "--jobs must be at least 1")
         return args.run(args, settings)
