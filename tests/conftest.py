@@ -104,6 +104,7 @@ PROGRAMS: dict[str, tuple[tuple[str, str], ...]] = {
     "test_milter_postfix.py": (("postfix", "postfix"), ("maildrop", "maildrop")),
     "test_smtpd_postfix.py": (("postfix", "postfix"),),
     "test_rspamd_peer.py": (("rspamd", "rspamd"),),
+    "test_alerts.py": (("promtool", "prometheus"),),
 }
 
 
