@@ -10,12 +10,18 @@ fill: check latency p50/p99 for fresh messages and for near-duplicates of stored
 their recall), records per second when recording, store bytes per record and peak RSS. It
 prints a table and writes a PNG plot of latency against store size.
 
+The mass-mail scenario (``--mass``, 10,000) delivers one newsletter personalised for that
+many subscribers, each copy to its own mailbox, then checks a second copy for 100 of those
+mailboxes (each must be a duplicate) and a copy for 100 new ones (each must be new), and
+compares the check's CPU p99 with the same checks against a store holding one copy.
+
 The footer storm stores messages that all end with the same five-line list footer and the
 same signature, then checks unrelated messages carrying that footer: latency must stay
 flat and none may be called a near-duplicate.
 
     python3 bench/scale.py                      # 10k, 100k, 1M; footer storm 100k
     python3 bench/scale.py --sizes 10000,100000 --storm 20000 --plot /tmp/scale.png
+    python3 bench/scale.py --sizes '' --storm 0 --mass 10000   # the mass-mail scenario alone
     python3 bench/scale.py --checkout ../old    # the same with another checkout's mailfilter
 
 Latencies are wall-clock; the ``cpu`` columns are the checking thread's CPU time, which other
@@ -303,6 +309,89 @@ def run_storm(args: argparse.Namespace, settings: Settings, raws: list[bytes],
     return result
 
 
+NEWSLETTER_NAMES = ["Ann", "Bob", "Carol", "Dan", "Eve", "Finn", "Gus", "Hal", "Ida", "Jo"]
+
+
+def newsletter_copy(text: str, subscriber: int, copy: int = 0) -> bytes:
+    """One subscriber's personalised copy of one newsletter issue: their greeting, their
+    unsubscribe token and address in the body, a Message-ID of its own."""
+    name = NEWSLETTER_NAMES[subscriber % len(NEWSLETTER_NAMES)]
+    token = f"{subscriber * 2654435761 % 2 ** 32:08x}{copy:02x}"
+    return (f"From: Weekly Letter <letters@news.example.com>\nTo: sub{subscriber}@example.net"
+            f"\nSubject: The Weekly Letter, issue 214\nMessage-ID: <i214.{subscriber}.{copy}"
+            f"@news.example.com>\nList-Unsubscribe: <https://news.example.com/u/{token}>\n\n"
+            f"Hi {name},\n\n{text}\n\nYou receive this as sub{subscriber}@example.net. "
+            f"Unsubscribe: https://news.example.com/u/{token}\n").encode()
+
+
+def timed_recipient_checks(engine: Engine, probes: list[tuple[Analysis, str]], rounds: int
+                           ) -> tuple[list[float], list[str]]:
+    """Per-check CPU milliseconds of the thread (``rounds`` passes) and the first pass's
+    verdict kinds, each probe checked for its own mailbox, nothing recorded."""
+    cpu, kinds = [], []
+    for round_number in range(rounds):
+        for analysis, mailbox in probes:
+            started = time.thread_time()
+            verdict = engine.decide(analysis, [mailbox], record=False)
+            cpu.append((time.thread_time() - started) * 1000)
+            if round_number == 0:
+                kinds.append(str(verdict.kind))
+    return cpu, kinds
+
+
+def run_mass_mail(args: argparse.Namespace, settings: Settings, raws: list[bytes],
+                  scratch: Path) -> dict[str, float]:
+    """One newsletter personalised for ``--mass`` subscribers, each copy delivered to its
+    own mailbox (per-recipient scope), then checked: a second copy for 100 of those
+    mailboxes (each must be a duplicate) and a copy for 100 mailboxes that never had it
+    (each must be new).  The same 200 checks against a store holding only the first
+    subscriber's copy give the empty-store cost the busy one is compared with."""
+    assert settings.detector.scope == "recipient", "the scenario needs per-recipient scope"
+    vocabulary = sorted({w for raw in raws[:1500] for w in raw.decode("latin-1").split()
+                         if w.isalpha() and 3 <= len(w) <= 12})
+    rng = random.Random(7)
+    words = [rng.choice(vocabulary) for _ in range(420)]
+    text = "\n".join(" ".join(words[i:i + 12]) for i in range(0, len(words), 12))
+    copies = analyse_all([newsletter_copy(text, n) for n in range(args.mass)], settings)
+    again = rng.sample(range(args.mass), 100)
+    probes = [(a, f"sub{n}@example.net") for a, n in zip(analyse_all(
+        [newsletter_copy(text, n, copy=1) for n in again], settings), again, strict=True)]
+    probes += [(a, f"sub{n}@example.net") for a, n in zip(analyse_all(
+        [newsletter_copy(text, n) for n in range(args.mass, args.mass + 100)], settings),
+        range(args.mass, args.mass + 100), strict=True)]
+    expected = ["duplicate-or-near"] * 100 + ["unique"] * 100
+    results = {}
+    for label, stored in (("empty", copies[:1]), ("busy", copies)):
+        with Engine(settings, str(scratch / f"mass-{label}")) as engine:
+            for offset in range(0, len(stored), 2_000):
+                chunk = stored[offset:offset + 2_000]
+                mailboxes = range(offset, offset + len(chunk))
+                engine.store.atomically(lambda chunk=chunk, mailboxes=mailboxes: [
+                    engine.decide(a, [f"sub{n}@example.net"], record=True, now=1)
+                    for a, n in zip(chunk, mailboxes, strict=True)])
+            cpu, kinds = timed_recipient_checks(engine, probes, args.rounds)
+            right = sum((kind != "unique") == (want != "unique")
+                        for kind, want in zip(kinds, expected, strict=True))
+            results[label] = {"records": engine.store.stats()["records"],
+                              "p50": round_percentile(cpu, args.rounds, 0.5),
+                              "p99": round_percentile(cpu, args.rounds, 0.99),
+                              "again_found": sum(k != "unique" for k in kinds[:100]),
+                              "new_unique": sum(k == "unique" for k in kinds[100:]),
+                              "right": right}
+    empty, busy = results["empty"], results["busy"]
+    print(f"\nmass mail: one newsletter personalised for {args.mass:,} subscribers, each "
+          f"copy to its own mailbox; 100 second copies and 100 copies for new mailboxes "
+          f"checked (per-recipient scope, CPU time of the check):")
+    print(f"{'store':>6} {'records':>8} {'p50 ms':>7} {'p99 ms':>7} {'again found':>12} "
+          f"{'new unique':>11}")
+    for label, row in results.items():
+        print(f"{label:>6} {row['records']:>8,} {row['p50']:>7.2f} {row['p99']:>7.2f} "
+              f"{row['again_found']:>8}/100 {row['new_unique']:>7}/100")
+    print(f"busy / empty check CPU p99: {busy['p99'] / empty['p99']:.2f}x (target <= 2x); "
+          f"p50 {busy['p50'] / empty['p50']:.2f}x")
+    return results
+
+
 def plot(rows: list[dict[str, float]], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -331,13 +420,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--sizes", default="10000,100000,1000000",
-                        type=lambda s: [int(v) for v in s.split(",")])
+                        type=lambda s: [int(v) for v in s.split(",") if v],
+                        help="store sizes (empty: skip)")
     parser.add_argument("--storm", type=int, default=100_000,
                         help="messages in the footer storm (0: skip)")
     parser.add_argument("--plot", type=Path, default=Path("scale.png"))
     parser.add_argument("--checkout", type=Path, default=REPO,
                         help="measure the mailfilter of another checkout")
     parser.add_argument("--rounds", type=int, default=3, help="passes over the checks")
+    parser.add_argument("--mass", type=int, default=10_000,
+                        help="subscribers of the mass-mail scenario (0: skip)")
     args = parser.parse_args()
     settings = load_settings(search=False)
     with tempfile.TemporaryDirectory(prefix="dupfilter-scale-") as scratch_name:
@@ -349,8 +441,10 @@ def main() -> int:
               f"threshold {settings.detector.resemblance_threshold}, candidates "
               f"{settings.detector.max_candidates}, histogram candidates "
               f"{settings.detector.histogram_candidates})\n")
-        print_header()
-        rows = run_scale(args, settings, analyses, raws, scratch)
+        rows = []
+        if args.sizes:
+            print_header()
+            rows = run_scale(args, settings, analyses, raws, scratch)
         if rows:
             print("\nfresh checks, slowest 1% against all (medians): records weighed, "
                   "histogram-window entries compared")
@@ -370,6 +464,8 @@ def main() -> int:
             plot(rows, args.plot)
         if args.storm:
             run_storm(args, settings, raws, scratch)
+        if args.mass:
+            run_mass_mail(args, settings, raws, scratch)
     return 0
 
 

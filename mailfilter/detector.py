@@ -78,6 +78,10 @@ class Recording:
     previous: Record | None = None
 
 
+# Records of one text cluster weighed in one check, besides exact matches.
+CLUSTER_CANDIDATES = 2
+
+
 @dataclass(frozen=True, slots=True)
 class Candidates:
     """The records a check weighs, by which index each was found, and the message's
@@ -225,7 +229,7 @@ class Detector:
         scoped = s.scope == "recipient" and bool(recipients)
         return Query(
             message_id_key=message_id_key(message_id) if s.match_message_id else None,
-            digests=(fp.digest, *fp.part_digests),
+            digests=(fp.digest, *fp.part_digests, *fp.attached_digests),
             shingles=index,
             chunks=tuple(d for d, _ in fp.chunks[:self.index_size]),
             histogram=fp.histogram,
@@ -244,7 +248,8 @@ class Detector:
             if scoped else (),
         )
 
-    def candidates(self, fp: Fingerprint, query: Query, found: Found) -> Candidates:
+    def candidates(self, fp: Fingerprint, query: Query, found: Found, *,
+                   every_copy: bool = False) -> Candidates:
         """The records worth weighing, and the message's boilerplate hashes.
 
         A sketch hash that ``common_postings`` different stored texts file is boilerplate
@@ -252,7 +257,8 @@ class Detector:
         copies never make its own text look common): left out of the lookup (unless it is
         all there is) and of resemblance.  Of the records sharing hashes, those sharing at
         least an eighth of the index, most shared first, up to ``max_candidates``; with
-        every record under an exact key, in the histogram window or sharing a chunk.
+        every record under an exact key, in the histogram window or sharing a chunk; of one
+        text cluster only a few (``CLUSTER_CANDIDATES``), unless ``every_copy``.
         """
         s = self.settings
         boilerplate = {value: count for value, count in found.counts.items()
@@ -271,6 +277,9 @@ class Detector:
                                                 by_shingle, by_chunk)
         records = {doc_id: record for doc_id, record in sorted(found.records.items())
                    if doc_id in wanted}
+        if not every_copy:
+            records = _few_per_cluster(records, set(found.by_message_id).union(
+                found.by_digest), hits)
         sketch = frozenset(fp.sketch)
         sharing = frozenset(doc_id for doc_id, record in records.items()
                             if not sketch.isdisjoint(record.sketch))
@@ -278,11 +287,13 @@ class Detector:
                           by_shingle, by_chunk, sharing, boilerplate, found.delivered)
 
     def check(self, fp: Fingerprint, message_id: str | None,
-              recipients: Sequence[str] = (), *, record_at: int | None = None) -> Verdict:
+              recipients: Sequence[str] = (), *, record_at: int | None = None,
+              every_copy: bool = False) -> Verdict:
         """The verdict for one fingerprinted message.
 
         With ``record_at``, a store that can (``lookup_or_add``) records the message in the
-        same round trip when nothing it finds could make it other than unique.
+        same round trip when nothing it finds could make it other than unique.  With
+        ``every_copy``, every copy of a text found is weighed (``forget`` lists them all).
         """
         query = self.query(fp, message_id, recipients)
         new = None
@@ -291,7 +302,7 @@ class Detector:
             found = self.store.lookup_or_add(query, new)
         else:
             found = self.store.lookup(query)
-        candidates = self.candidates(fp, query, found)
+        candidates = self.candidates(fp, query, found, every_copy=every_copy)
         scoped = bool(query.recipients)
         recipient_keys = {self.recipient_key(r): r for r in recipients} if scoped else {}
         evidence: list[Evidence] = []
@@ -481,6 +492,24 @@ class Detector:
             message_id=safe_message_id(message_id), chunks=fp.chunks,
             recipients=keys, first_seen=when, last_seen=when, seen=seen,
             features=fp.features.encode())
+
+
+def _few_per_cluster(records: dict[int, Record], exact: set[int],
+                     hits: dict[int, int]) -> dict[int, Record]:
+    """At most ``CLUSTER_CANDIDATES`` records of one text cluster (those sharing the most
+    index hashes, then the newest), besides every exact match: a newsletter's 10,000
+    personalised copies are one text, and weighing 24 of them says nothing one or two do
+    not (who had the text is filed under the cluster)."""
+    ranked = sorted(records.items(), key=lambda item: (
+        item[0] in exact, hits.get(item[0], 0), item[0]), reverse=True)
+    kept: dict[int, int] = {}
+    chosen = set()
+    for doc_id, record in ranked:
+        cluster = record.cluster_id
+        if doc_id in exact or kept.get(cluster, 0) < CLUSTER_CANDIDATES:
+            kept[cluster] = kept.get(cluster, 0) + 1
+            chosen.add(doc_id)
+    return {doc_id: record for doc_id, record in records.items() if doc_id in chosen}
 
 
 def _shingle_hits(found: Found, query: Query) -> dict[int, int]:

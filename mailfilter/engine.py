@@ -119,10 +119,16 @@ def analyse(raw: bytes, settings: FingerprintSettings, *, keep_headers: bool = T
     prefix (see :func:`~mailfilter.message.parse`).
     """
     message = parse(raw, max_body_bytes=settings.max_body_bytes, whole_body=whole_body)
-    fp = fingerprints.compute(
-        message, histogram=settings.histogram, ngram=settings.ngram,
-        sketch_size=settings.sketch_size, stoplist=frozenset(settings.stoplist),
-        chunk_average=settings.chunk_average, chunk_sample=settings.chunk_sample)
+    parameters = dict(histogram=settings.histogram, ngram=settings.ngram,
+                      sketch_size=settings.sketch_size, stoplist=frozenset(settings.stoplist),
+                      chunk_average=settings.chunk_average,
+                      chunk_sample=settings.chunk_sample)
+    # A message forwarded as an attachment is a message: its own digest, as it was
+    # stored when it came alone (one level: what it carries in turn is its text).
+    attached = tuple(fingerprints.compute(
+        parse(inner, max_body_bytes=settings.max_body_bytes), **parameters).digest
+        for inner in message.attached)
+    fp = fingerprints.compute(message, attached_digests=attached, **parameters)
     return Analysis(message.message_id, fp, message.defects,
                     message.headers if keep_headers else ())
 

@@ -54,24 +54,28 @@ class Fingerprint(Value):
     event, attachments (features.py).  identifier_names: the identifiers themselves
     (the record keeps only hashes), for explaining.  part_digests: short texts only, the
     digests of their parts (each paragraph; all but the first; all but the last), under
-    which a short message it re-sends with a line added is stored.
+    which a short message it re-sends with a line added is stored.  attached_digests:
+    the digests of the messages it carries whole (a forward as an attachment), each as
+    that message's own digest, so the stored original is found exactly.
     """
 
     __slots__ = ("histogram", "histogram_sum", "histogram_chars", "sketch", "shingle_count",
                  "word_count", "digest", "chunks", "attachment_bytes", "tail_sketch",
-                 "features", "identifier_names", "part_digests")
+                 "features", "identifier_names", "part_digests", "attached_digests")
 
     def __init__(self, histogram: bytes, histogram_sum: int, histogram_chars: int,
                  sketch: tuple[int, ...], shingle_count: int, word_count: int, digest: bytes,
                  chunks: tuple[tuple[int, int], ...] = (), attachment_bytes: int = 0,
                  tail_sketch: tuple[int, ...] = (), features: Features = EMPTY,
                  identifier_names: tuple[str, ...] = (),
-                 part_digests: tuple[bytes, ...] = ()) -> None:
+                 part_digests: tuple[bytes, ...] = (),
+                 attached_digests: tuple[bytes, ...] = ()) -> None:
         init(self, histogram=histogram, histogram_sum=histogram_sum,
              histogram_chars=histogram_chars, sketch=sketch, shingle_count=shingle_count,
              word_count=word_count, digest=digest, chunks=chunks,
              attachment_bytes=attachment_bytes, tail_sketch=tail_sketch, features=features,
-             identifier_names=identifier_names, part_digests=part_digests)
+             identifier_names=identifier_names, part_digests=part_digests,
+             attached_digests=attached_digests)
 
     @property
     def has_attachments(self) -> bool:
@@ -405,12 +409,14 @@ def _tail_start(text: str, tokens: Sequence[str] | Sequence[bytes],
 def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
             sketch_size: int = 64, stoplist: Iterable[str] = (),
             chunk_average: int = 4096, chunk_sample: int = 32,
-            tail_lines: int = 8, token_hashes: TokenHashes | None = None) -> Fingerprint:
+            tail_lines: int = 8, token_hashes: TokenHashes | None = None,
+            attached_digests: tuple[bytes, ...] = ()) -> Fingerprint:
     """The fingerprint of a parsed message with the given (store-bound) parameters.
 
     The tokens are the message's prepared text's (``Message.prepared``), read by the
     shingles and the identifiers alike.  ``token_hashes``: the cache of token hashes to
-    use (default: the process's, :data:`TOKEN_HASHES`)."""
+    use (default: the process's, :data:`TOKEN_HASHES`).  ``attached_digests``: the digests
+    of its attached messages, fingerprinted on their own (``engine.analyse``)."""
     if histogram == "raw":
         source = message.raw_body
     else:
@@ -456,4 +462,5 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         chunks=tuple(sampled),
         attachment_bytes=attachment_bytes,
         tail_sketch=tuple(value for value in sketch if value in tail),
+        attached_digests=tuple(d for d in dict.fromkeys(attached_digests) if d != digest),
     )

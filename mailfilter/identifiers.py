@@ -24,6 +24,10 @@ import xxhash
 # addresses, and the bracketed list tags and reply prefixes of a subject.
 # A list tag may carry the list's post number ("[Python-list 1234]", Mailman's %d): one
 # post cross-posted to two such lists has two numbers, and is still one post.
+# A token with a digit set off from the rest of a subject by a run of spaces, at its end:
+# the counter a campaign appends to each copy ("Be Your Own Boss!!      13986") so that no
+# two look alike — not data of the message (a subject's real data is never padded away).
+_PADDED_COUNTER = re.compile(r"[ \t]{3,}[^\s]*\d[^\s]*[ \t]*$")
 _SUBJECT_TAGS = re.compile(r"\[[^\]\d]{0,40}\]|\[[\w.-]{1,40} \d{1,7}\]"
                            r"|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:", re.IGNORECASE)
 # Host names: labels ending in a top-level domain that networks really use (every country
@@ -141,14 +145,17 @@ _HEX_CHARS = frozenset("0123456789abcdef")
 
 def identifiers(text: str, subject: str = "",
                 words: Sequence[str] | Sequence[bytes] | None = None) -> list[str]:
-    """The identifiers of ``text`` and of the subject (tags and Re:/Fwd: removed), lower
-    case, in order of appearance; a value that occurs again is listed again with its
-    count (``39``, ``39#2``): a report in which one of two equal figures changed differs.
+    """The identifiers of ``text`` and of the subject (tags, Re:/Fwd: and a padded
+    campaign counter removed), lower case, in order of appearance; a value that occurs
+    again is listed again with its count (``39``, ``39#2``): a report in which one of two
+    equal figures changed differs.
 
     ``words``: the words of ``text`` as the shingles read them (lower case), to save
     reading them again when the text holds no link, address or host name."""
     found: list[str] = []
-    for source, known in ((_SUBJECT_TAGS.sub(" ", subject) if subject else "", None),
+    if subject:
+        subject = _SUBJECT_TAGS.sub(" ", _PADDED_COUNTER.sub("", subject))
+    for source, known in ((subject, None),
                           (text, words)):
         if not source:
             continue

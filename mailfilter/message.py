@@ -113,13 +113,14 @@ class Message(Value):
     (Auto-Submitted, a cron job, a notifier's address): its reports and notices repeat
     their words and change their data.  forwarded_from: the display names and addresses
     of the writers of the messages it forwards (their header blocks' From:), those with
-    text of their own.
+    text of their own.  attached: the raw messages it carries whole (message/rfc822
+    parts, .eml attachments: a forward as an attachment), each fingerprinted on its own.
     """
 
     __slots__ = ("message_id", "date", "raw_body", "text", "quoted", "boilerplate",
                  "attachments", "defects", "headers", "whole_body", "sender", "sender_name",
                  "subject", "thread", "text_length", "calendar", "automated",
-                 "forwarded_from", "_prepared")
+                 "forwarded_from", "attached", "_prepared")
 
     def __init__(self, message_id: str | None, date: str | None, raw_body: bytes, text: str,
                  quoted: str = "", boilerplate: str = "",
@@ -128,14 +129,14 @@ class Message(Value):
                  sender: str | None = None, sender_name: str = "", subject: str = "",
                  thread: tuple[str, ...] = (), text_length: int = 0,
                  calendar: CalendarSummary | None = None, automated: bool = False,
-                 forwarded_from: tuple[str, ...] = (), prepared: Prepared | None = None
-                 ) -> None:
+                 forwarded_from: tuple[str, ...] = (), prepared: Prepared | None = None,
+                 attached: tuple[bytes, ...] = ()) -> None:
         init(self, message_id=message_id, date=date, raw_body=raw_body, text=text,
              quoted=quoted, boilerplate=boilerplate, attachments=attachments,
              defects=defects, headers=headers, whole_body=whole_body, sender=sender,
              sender_name=sender_name, subject=subject, thread=thread,
              text_length=text_length, calendar=calendar, automated=automated,
-             forwarded_from=forwarded_from, _prepared=prepared)
+             forwarded_from=forwarded_from, attached=attached, _prepared=prepared)
 
     @property
     def prepared(self) -> Prepared:
@@ -447,6 +448,19 @@ def _rfc2231(value: str) -> str:
         return unquote(encoded, errors="replace")
 
 
+# Attached messages fingerprinted on their own (see Message.attached), at most.
+MAX_ATTACHED_MESSAGES = 4
+# Parts that hold a whole message (a forward as an attachment; RFC 6532's UTF-8 form).
+_MESSAGE_TYPES = frozenset(("message/rfc822", "message/global"))
+_FIRST_FIELD = re.compile(rb"[!-9;-~]{1,76}:")
+
+
+def _looks_like_message(data: bytes) -> bool:
+    """``data`` starts with a header field and has a blank line ending its header."""
+    return bool(_FIRST_FIELD.match(data)) and (b"\n\n" in data[:65536]
+                                                or b"\r\n\r\n" in data[:65536])
+
+
 class _Collector:
     """Walks a MIME tree once, collecting text (with alternatives chosen) and attachments."""
 
@@ -456,6 +470,7 @@ class _Collector:
         self.attachments: list[Attachment] = []
         self.defects: list[str] = []
         self.parts = 0
+        self.attached: list[bytes] = []     # the messages it carries whole
 
     def walk(self, part: _Part, depth: int = 0, default: str = "text/plain") -> None:
         self.parts += 1
@@ -480,9 +495,10 @@ class _Collector:
                     for child in children:
                         self.walk(child, depth + 1, child_default)
                 return
-        if media == "message/rfc822":
+        if media in _MESSAGE_TYPES:
             inner = transfer_decode(part.body, part.fields.get("content-transfer-encoding", ""),
                                     self.defects)
+            self._attach(inner)
             self.walk(_Part.split(inner), depth + 1)
             return
         disposition = part.fields.get("content-disposition", "")
@@ -490,10 +506,20 @@ class _Collector:
                     or _parameter(params, "name"))
         data = transfer_decode(part.body, part.fields.get("content-transfer-encoding", ""),
                                self.defects)
+        if filename and filename.lower().endswith(".eml") and _looks_like_message(data):
+            # A forward as an attachment that a client labelled by its file name only
+            # (application/octet-stream, text/plain): a message all the same.
+            self._attach(data)
+            self.walk(_Part.split(data), depth + 1)
+            return
         inline = media.startswith("image/") and (
             "content-id" in part.fields or disposition.lower().lstrip().startswith("inline"))
         self.leaf(media, known_charset(params.get("charset")), disposition, filename, data,
                   inline)
+
+    def _attach(self, inner: bytes) -> None:
+        if len(self.attached) < MAX_ATTACHED_MESSAGES:
+            self.attached.append(inner)
 
     def leaf(self, content_type: str, charset: str | None, disposition: str,
              filename: str | None, data: bytes, inline: bool = False) -> None:
@@ -641,6 +667,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         automated=_automated(headers, sender),
         forwarded_from=forwarded_from,
         prepared=prepared,
+        attached=tuple(collector.attached),
     )
 
 

@@ -19,6 +19,7 @@ Patterns are compiled on first use.  Pure functions, no I/O.
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 from mailfilter.text import Pattern
 
@@ -180,8 +181,62 @@ def site_of(host: str) -> str:
     return ".".join(labels[-2:])
 
 
+# Security gateways that rewrite every link of a message they pass (Microsoft Defender
+# Safe Links, Proofpoint URL Defense, Mimecast, Barracuda, Cisco, Sophos, Google's redirect):
+# the site of the wrapper's host, and where the wrapped link or its domain is.
+_WRAPPER_SITES = frozenset((
+    "outlook.com", "proofpoint.com", "urldefense.com", "mimecast.com", "cudasvc.com",
+    "cisco.com", "sophos.com", "google.com"))
+_WRAPPED_QUERY = Pattern(r"[?&](?:url|u|a|q|d|domain)=([^&\s]+)", re.IGNORECASE)
+_URLDEFENSE_V3 = Pattern(r"/v3/__(.+?)__", re.IGNORECASE)
+_CISCO_PATH = Pattern(r"secure-web\.cisco\.com/[^/]+/(.+)", re.IGNORECASE)
+
+
+def wrapped_link(link: str) -> str | None:
+    """The link a gateway's rewritten link stands for (``https://nam12.safelinks.protection
+    .outlook.com/?url=https%3A%2F%2Fexample.com%2Fa&data=…`` → ``https://example.com/a``),
+    or None when ``link`` is no known wrapper: one copy of a message that passed a gateway
+    and one that did not are the same message."""
+    lowered = link.lower()
+    host = lowered.partition("://")[2].partition("/")[0].partition("?")[0]
+    if site_of(host.rpartition("@")[2].partition(":")[0]) not in _WRAPPER_SITES:
+        return None
+    if "urldefense" in host:
+        v3 = _URLDEFENSE_V3.get().search(link)
+        if v3:
+            return v3.group(1)
+        found = _WRAPPED_QUERY.get().search(link)
+        if found:   # v2 writes "%" as "-" and "/" as "_"; v1 percent-encodes
+            value = found.group(1)
+            if "/v2/" in lowered:
+                value = value.replace("-", "%").replace("_", "/")
+            return unquote(value)
+        return None
+    if "cisco.com" in host:
+        path = _CISCO_PATH.get().search(link)
+        return unquote(path.group(1)) if path else None
+    if host.endswith(("safelinks.protection.outlook.com", "cudasvc.com", "mimecast.com",
+                      "sophos.com")) or (host.endswith("google.com")
+                                         and lowered.partition(host)[2].startswith("/url")):
+        found = _WRAPPED_QUERY.get().search(link)
+        if found:
+            value = unquote(found.group(1))
+            return value if "://" in value or "." in value else None
+    return None
+
+
 def link_site(match: re.Match[str]) -> str:
     """The site a :data:`LINK` match leads to: its registered domain, lower case (no user,
-    port, path or query, no tracking subdomain like ``u9414681.ct.sendgrid.net``)."""
+    port, path or query, no tracking subdomain like ``u9414681.ct.sendgrid.net``); through
+    a gateway's rewritten link, the site of the link it wraps."""
     host = match.group(1).rpartition("@")[2].partition(":")[0].lower()
-    return site_of(host)
+    site = site_of(host)
+    if site in _WRAPPER_SITES:
+        inner = wrapped_link(match.group(0))
+        if inner is not None:
+            inner_host = (inner.partition("://")[2] if "://" in inner else inner)
+            inner_host = inner_host.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+            inner_host = inner_host.rpartition("@")[2].partition(":")[0].lower()
+            if "." in inner_host:
+                return site_of(inner_host)
+    return site

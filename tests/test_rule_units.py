@@ -16,6 +16,7 @@ from mailfilter.fingerprint import Fingerprint, message_id_key64
 from mailfilter.identifiers import identifier_hash
 from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE
 from mailfilter.rules import RULES, Pair, RuleName, judge, rule_table
+from mailfilter.rules.attached_message import AttachedMessageRule
 from mailfilter.rules.attachments import AttachmentsRule
 from mailfilter.rules.calendar import CalendarRule
 from mailfilter.rules.digest import DigestRule
@@ -105,6 +106,15 @@ def test_message_id_rule() -> None:
     decided = MessageIdRule().judge(pair(same_message_id=True))
     assert decided is not None and decided.kind is DUPLICATE and decided.measure == "message-id"
     assert MessageIdRule().judge(pair()) is None
+
+
+def test_attached_message_rule() -> None:
+    rule = AttachedMessageRule()
+    forward = fingerprint(attached_digests=(OTHER_DIGEST,), features=BOB)
+    judged = rule.judge(pair(forward, resemblance=0.2))
+    assert judged is not None and judged.kind is NEAR_DUPLICATE and judged.score == 1.0
+    assert rule.judge(pair(fingerprint(features=BOB))) is None        # nothing attached
+    assert rule.judge(pair(forward, stored_words=0)) is None          # an empty record
 
 
 def test_calendar_rule() -> None:

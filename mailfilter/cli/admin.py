@@ -476,7 +476,10 @@ def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
                     "the message on stdin (dupfilter-db forget < message.eml)")
             kept = ""
         else:
-            verdict = engine.check(sys.stdin.buffer.read(), record=False)
+            # Every stored copy like it, not only the few a check weighs.
+            analysis = engine.analyse(sys.stdin.buffer.read())
+            verdict = engine.detector.check(analysis.fingerprint, analysis.message_id,
+                                            every_copy=True)
             found = _same_message(verdict)
             exact = {record.doc_id for record, _ in found}
             near = [(r, why) for r, why in _near_matches(verdict) if r.doc_id not in exact]

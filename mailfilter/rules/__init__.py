@@ -14,6 +14,7 @@ module with a ``judge`` method, its place in :data:`RULES`, and its test
 
 from __future__ import annotations
 
+from mailfilter.rules.attached_message import AttachedMessageRule
 from mailfilter.rules.attachments import AttachmentsRule
 from mailfilter.rules.calendar import CalendarRule
 from mailfilter.rules.digest import DigestRule
@@ -33,6 +34,7 @@ __all__ = ["RULES", "Judgement", "Pair", "Rule", "RuleName", "describe", "judge"
 # In the order they run: the first rule that answers decides.
 RULES: tuple[Rule, ...] = (
     MessageIdRule(),
+    AttachedMessageRule(),
     CalendarRule(),
     ReplyRule(),
     AttachmentsRule(),

@@ -23,6 +23,7 @@ class RuleName(StrEnum):
     """The pair rules, by the name ``explain``, logs and JSON show."""
 
     MESSAGE_ID = "message-id"
+    ATTACHED_MESSAGE = "attached-message"
     CALENDAR = "calendar"
     REPLY = "reply"
     ATTACHMENTS = "attachments"

@@ -46,6 +46,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import TypeVar
 
@@ -467,10 +468,8 @@ class LmdbStore:
         if not cursor.set_key(key):
             return []
         cursor.last_dup()
-        found = [_U64.unpack(cursor.value())[0]]
-        while len(found) < cap and cursor.prev_dup():
-            found.append(_U64.unpack(cursor.value())[0])
-        return found
+        packed = b"".join(islice(cursor.iterprev_dup(keys=False), cap))   # in C
+        return list(struct.unpack(f">{len(packed) // 8}Q", packed))
 
     def _newest(self, cursor: lmdb.Cursor, keys: Sequence[bytes], counts: Sequence[int],
                 cap: int) -> dict[bytes, list[int]]:
