@@ -802,8 +802,8 @@ def read_status(path: Path, now: float | None = None, installed: str = __version
                 ) -> dict[str, Any]:
     """One status file, with ``alive`` (the process exists), ``fresh`` (written within
     STALE_SECONDS), ``severity`` (OK, WARNING, CRITICAL: the monitoring-plugin codes),
-    ``problems`` (why, in words), ``healthy`` (no problem) and ``stopped`` (a clean stop:
-    not a problem) added.  ``installed`` is the version a restart would run."""
+    ``problems`` (why, in words), ``healthy`` (no problem) and ``clean_stop`` (stopped on
+    purpose: not a problem) added.  ``installed`` is the version a restart would run."""
     now = time.time() if now is None else now
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     critical: list[str] = []
@@ -851,6 +851,6 @@ def read_status(path: Path, now: float | None = None, installed: str = __version
     severity = CRITICAL if critical else WARNING if warning else OK
     problems = critical + warning
     data.update(path=str(path), alive=alive, fresh=fresh, age_seconds=round(age, 1),
-                healthy=not problems, problems=problems, stopped=stopped,
+                healthy=not problems, problems=problems, clean_stop=stopped,
                 severity=SEVERITY_NAMES[severity], exit_code=severity)
     return data

@@ -57,6 +57,7 @@ def test_status_of_a_healthy_milter_then_stopped(tmp_path: Path) -> None:
     # (issue 20 item 2: it said PROBLEM for ever).
     code, text = status(folder)
     assert code == 0 and "dupfilter-milter 0" in text and ": STOPPED (cleanly" in text, text
+    assert "1970" not in text and "s ago))" in text       # when it stopped
     # stats: the rejected copies are counted although they were never recorded.
     stats = json.loads(run(DUPFILTER_DB, "--db", daemon.db, "stats", "--json").stdout)
     (day,) = stats["decisions_per_day"].values()

@@ -379,7 +379,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings | None) -> int:
             print(f"{d['program']}  UNKNOWN  {'; '.join(d['problems'])}")
             continue
         name = d["program"] + (f"@{d['instance']}" if d.get("instance") else "")
-        if d.get("stopped") and not d["problems"]:
+        if d.get("clean_stop") and not d["problems"]:
             state = f"STOPPED (cleanly, {_since(d.get('stopped') or d.get('updated'), now)})"
         elif d["problems"]:
             state = f"{d['severity']}: " + "; ".join(d["problems"])
