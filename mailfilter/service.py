@@ -549,12 +549,12 @@ def instance_name(program: str, explicit: str | None, unit: str | None = None) -
     """The name that tells this daemon from others of its kind in ``dupfilter-db status``:
     ``--instance``, else the systemd unit's instance (``dupfilter-milter@b.service``: b) or
     its name when that is not the program's (``dupfilter-milter-b.service``); None for the
-    one daemon of its kind."""
+    one daemon of its kind, and outside a dupfilter unit."""
     if explicit:
         return explicit
     unit = systemd_unit() if unit is None else unit
-    if not unit:
-        return None
+    if not unit or not unit.startswith("dupfilter"):    # started by hand, or by another
+        return None                                      # service (a CI runner, say)
     stem = unit.removesuffix(".service")
     _base, at, instance = stem.partition("@")
     if at and instance:

@@ -100,3 +100,15 @@ def test_config_check_postfix_reads_the_units_socket_and_store(capsys, system) -
     _, out, _ = db(capsys, "config", "--show")
     assert f'path = "{system["store"]}"  # {system["units"]}/dupfilter-milter.service --db' \
         in out, out
+
+
+def test_instance_names_from_the_unit() -> None:
+    """Issue 20 item 2: a daemon's status file is named after its unit's instance, or its
+    unit when that is not the program's; outside a dupfilter unit it has no name."""
+    name = service.instance_name
+    assert name("dupfilter-milter", None, "dupfilter-milter@b.service") == "b"
+    assert name("dupfilter-milter", None, "dupfilter-milter-b.service") == "dupfilter-milter-b"
+    assert name("dupfilter-milter", None, "dupfilter-milter.service") is None
+    assert name("dupfilter-milter", None, "gitlab-runner.service") is None
+    assert name("dupfilter-milter", "a", "dupfilter-milter@b.service") == "a"
+    assert service.status_file_name("dupfilter-milter", "b/../x") == "dupfilter-milter@b_.._x.json"
