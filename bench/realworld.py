@@ -47,6 +47,9 @@ must be flagged (every judged message):
                               oneself (Gmail/Outlook/Apple/Thunderbird), typo edits, the same
                               invitation (UID and SEQUENCE) sent again
   templated_same_data         a retried notification with the same data, the same cron output
+  gateway_and_attached_copies the same message with its links rewritten by a security gateway
+                              (Safe Links, URL Defense v2/v3, Mimecast), or forwarded whole as
+                              an attachment (message/rfc822, an .eml file) under a note
 
 Methods, each with a fresh state per case: dupfilter (``Engine.check`` with recording, LMDB
 in a temporary folder, default settings plus ``--set``; ``detector.aliases`` is set to a

@@ -1416,6 +1416,101 @@ def _redeliver(rng: random.Random, raw: bytes, rcpt: str, moment: dt.datetime,
     return b"\n".join([b"Delivered-To: " + rcpt.encode(), *trace, *kept]) + sep + body
 
 
+# -- 14. copies through a gateway, forwards as attachments ---------------------------------
+
+GATEWAY_KINDS = ("attached_rfc822", "attached_eml", "safelinks", "urldefense_v2",
+                 "urldefense_v3", "mimecast")
+LINK_PATHS = ("projects/{n}/review", "handbook/deploy.html", "events/{n}", "tickets/{n}",
+              "docs/plan-{n}.pdf", "board/{n}?view=list")
+
+
+def _gateway_link(rng: random.Random, kind: str, link: str) -> str:
+    """``link`` as a security gateway rewrites it on the way in."""
+    from urllib.parse import quote
+    if kind == "safelinks":
+        return (f"https://{rng.choice(('nam12', 'eur03', 'apc01'))}.safelinks.protection."
+                f"outlook.com/?url={quote(link, safe='')}&data=05%7C02%7C"
+                f"{rm._hex(rng, 24)}%7C0%7C0%7C{rng.randrange(10 ** 17)}&sdata="
+                f"{rm._alnum(rng, 40)}%3D&reserved=0")
+    if kind == "urldefense_v2":
+        encoded = quote(link, safe="").replace("%", "-").replace("/", "_")
+        return (f"https://urldefense.proofpoint.com/v2/url?u={encoded}&d=DwMF-g&c="
+                f"{rm._alnum(rng, 20)}&r={rm._alnum(rng, 40)}&m={rm._alnum(rng, 40)}&s="
+                f"{rm._alnum(rng, 40)}&e=")
+    if kind == "urldefense_v3":
+        return f"https://urldefense.com/v3/__{link}__;!!{rm._alnum(rng, 10)}!{rm._alnum(rng, 60)}$"
+    host = link.split("/")[2]
+    return f"https://protect-eu.mimecast.com/s/{rm._alnum(rng, 14)}?domain={host}"
+
+
+def _with_links(paragraphs: list[str], links: list[str]) -> str:
+    shown = "\n".join(f"- {link}" for link in links)
+    return "\n\n".join([*paragraphs, f"The links for this:\n{shown}"]) + "\n"
+
+
+def gateway_and_attached_copies(ctx: Context, count: int) -> list[Case]:
+    """The same message again, changed by the way it came: its links rewritten by a
+    security gateway (Safe Links, Proofpoint URL Defense v2/v3, Mimecast) on a second
+    delivery, or forwarded whole as an attachment (message/rfc822, an .eml file) by a
+    colleague under a note of their own to someone who had it."""
+    name = "gateway_and_attached_copies"
+    cases = []
+    for i in range(count):
+        rng = ctx.rng(name, i)
+        kind = ctx.rotate(name, i, GATEWAY_KINDS)
+        org = rm.make_org(rng)
+        me = rm.make_person(rng, org.domain)
+        sender = rm.make_person(rng, rm.make_org(rng).domain)
+        colleague = org.people[1] if len(org.people) > 1 else rm.make_person(rng, org.domain)
+        ham = ctx.pool.ham(rng, 25, 600)
+        paragraphs = [p for p in re.split(r"\n\s*\n", ham.body.strip()) if p.strip()][:10]
+        site = rm.make_org(rng).domain
+        links = [f"https://{rng.choice(('portal', 'docs', 'www', 'app'))}.{site}/"
+                 + rng.choice(LINK_PATHS).format(n=rng.randint(10, 99999))
+                 for _ in range(rng.randint(1, 3))]
+        subject = ham.subject or ctx.pool.subject(rng)
+        moment = rm.when(rng)
+        style = rng.choice(("gmail", "outlook", "thunderbird"))
+        cl = rm.CLIENTS[style]
+
+        first = compose(rng, sender=sender, to=[me], subject=subject, moment=moment,
+                        body=rm.text_part(_with_links(paragraphs, links)),
+                        mid=rm.message_id(rng, style, sender.addr.split("@")[1]),
+                        rcpt=me.addr, envelope=sender.addr, client=cl)
+        later = moment + dt.timedelta(minutes=rng.randint(5, 2000))
+        if kind.startswith("attached"):
+            note = cover_note(rng, ctx, subject, 15, 90)
+            inner_raw = first.split(b"\n\n", 1)
+            inner = b"\n".join(line for line in inner_raw[0].split(b"\n")
+                                if not line.lower().startswith((b"received:", b"delivered-to:"))
+                                ) + b"\n\n" + inner_raw[1]
+            if kind == "attached_rfc822":
+                part = rm.Part([("Content-Type", "message/rfc822"),
+                                ("Content-Disposition",
+                                 f'attachment; filename="{subject[:40]}.eml"')], inner)
+            else:
+                part = rm.attachment_part(inner, "application/octet-stream",
+                                          f"{subject[:40]}.eml")
+            body = rm.multipart("mixed", [rm.text_part(note + "\n"), part],
+                                rm.boundary(rng, "outlook"))
+            second = compose(rng, sender=colleague, to=[me], subject=f"FW: {subject}",
+                             moment=later, body=body,
+                             mid=rm.message_id(rng, "outlook", org.domain), rcpt=me.addr,
+                             envelope=colleague.addr, client=rm.CLIENTS["outlook"])
+            envelope = colleague.addr
+        else:
+            wrapped = [_gateway_link(rng, kind, link) for link in links]
+            second = compose(rng, sender=sender, to=[me], subject=subject, moment=later,
+                             body=rm.text_part(_with_links(paragraphs, wrapped)),
+                             mid=rm.message_id(rng, style, sender.addr.split("@")[1]),
+                             rcpt=me.addr, envelope=sender.addr, client=cl)
+            envelope = sender.addr
+        cases.append(Case(name, i, kind, [
+            Delivery(first, sender.addr, [me.addr], None, ham.path),
+            Delivery(second, envelope, [me.addr], FLAG, kind)]))
+    return cases
+
+
 # -- 13. templated mail with the same data -------------------------------------------------
 
 def templated_same_data(ctx: Context, count: int) -> list[Case]:
@@ -1454,4 +1549,5 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in (
     Category("alias_newsletter", FLAG, alias_newsletter),
     Category("resends_and_reencodings", FLAG, resends_and_reencodings),
     Category("templated_same_data", FLAG, templated_same_data),
+    Category("gateway_and_attached_copies", FLAG, gateway_and_attached_copies),
 )}

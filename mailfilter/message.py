@@ -29,6 +29,7 @@ from mailfilter.normalise import (
     first_values,
     is_forward_subject,
     is_reply_subject,
+    is_resend_note,
     link_site,
     read_headers,
     site_of,
@@ -120,7 +121,7 @@ class Message(Value):
     __slots__ = ("message_id", "date", "raw_body", "text", "quoted", "boilerplate",
                  "attachments", "defects", "headers", "whole_body", "sender", "sender_name",
                  "subject", "thread", "text_length", "calendar", "automated",
-                 "forwarded_from", "attached", "_prepared")
+                 "forwarded_from", "attached", "resend_note", "_prepared")
 
     def __init__(self, message_id: str | None, date: str | None, raw_body: bytes, text: str,
                  quoted: str = "", boilerplate: str = "",
@@ -130,13 +131,14 @@ class Message(Value):
                  thread: tuple[str, ...] = (), text_length: int = 0,
                  calendar: CalendarSummary | None = None, automated: bool = False,
                  forwarded_from: tuple[str, ...] = (), prepared: Prepared | None = None,
-                 attached: tuple[bytes, ...] = ()) -> None:
+                 attached: tuple[bytes, ...] = (), resend_note: bool = False) -> None:
         init(self, message_id=message_id, date=date, raw_body=raw_body, text=text,
              quoted=quoted, boilerplate=boilerplate, attachments=attachments,
              defects=defects, headers=headers, whole_body=whole_body, sender=sender,
              sender_name=sender_name, subject=subject, thread=thread,
              text_length=text_length, calendar=calendar, automated=automated,
-             forwarded_from=forwarded_from, attached=attached, _prepared=prepared)
+             forwarded_from=forwarded_from, attached=attached, resend_note=resend_note,
+             _prepared=prepared)
 
     @property
     def prepared(self) -> Prepared:
@@ -639,6 +641,12 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     prepared, boilerplate = _cleaned(parts, writers, full)
     prepared = _links_to_sites(prepared)
     text = prepared.text
+    resend_note = bool(quoted) and is_resend_note(text)
+    if resend_note:
+        # Only "resending: the first one bounced" above a quoted message: the message it
+        # sends is the quoted one, and that is what it is compared as.
+        prepared = _links_to_sites(Prepared(quoted))
+        text = prepared.text
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
     calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None
@@ -668,6 +676,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         forwarded_from=forwarded_from,
         prepared=prepared,
         attached=tuple(collector.attached),
+        resend_note=resend_note,
     )
 
 

@@ -240,3 +240,19 @@ def link_site(match: re.Match[str]) -> str:
             if "." in inner_host:
                 return site_of(inner_host)
     return site
+
+
+# What a writer puts above their own message when they send it again.
+RESEND_NOTE_WORDS = 40
+_RESEND_NOTE = Pattern(
+    r"\b(?:re-?send(?:ing)?|re-?sent|sending (?:this |it )?again|send(?:ing)? (?:this |it )?"
+    r"once more|bounced(?: back)?|(?:did not|didn't|does not|doesn't) (?:seem to )?(?:go "
+    r"through|arrive|reach you)|in case you (?:missed|didn't get|did not get|never got)|"
+    r"(?:get|got|receive) (?:it|this) twice|erneut gesendet|noch ?mal gesendet|renvoi)\b",
+    re.IGNORECASE)
+
+
+def is_resend_note(text: str) -> bool:
+    """``text`` (a message's own text, quotes set aside) is a short note that it sends its
+    writer's earlier message again, and nothing more."""
+    return len(text.split()) <= RESEND_NOTE_WORDS and bool(_RESEND_NOTE.get().search(text))

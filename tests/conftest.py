@@ -76,6 +76,7 @@ SLOW_FILES = frozenset((
     "test_reload.py", "test_metrics.py", "test_status.py", "test_reliability.py",
     "test_reliability_daemons.py", "test_systemd.py", "test_procmail.py", "test_shutdown.py",
     "test_redis_store.py", "test_redis_cli.py", "test_store_connections.py",  # redis-server
+    "test_dedupe_imap.py",                                    # a private Dovecot
     "test_quality.py", "test_histogram_golden.py", "test_precision.py",   # the corpus
     "test_config_property.py",                                # hypothesis over daemons
 ))
@@ -105,6 +106,8 @@ PROGRAMS: dict[str, tuple[tuple[str, str], ...]] = {
     "test_smtpd_postfix.py": (("postfix", "postfix"),),
     "test_rspamd_peer.py": (("rspamd", "rspamd"),),
     "test_alerts.py": (("promtool", "prometheus"),),
+    "test_dedupe_imap.py": (("dovecot", "dovecot-core"), ("doveadm", "dovecot-core"),
+                            ("openssl", "openssl")),
 }
 
 

@@ -51,6 +51,10 @@ KINDS: dict[str, str] = {
     "sendmail-mc": "test_docs.py: expanded with sendmail-cf's m4 into a sendmail.cf",
     "bench": "test_docs.py: each command run with a small corpus sample appended",
     "ci": "test_docs.py: bash -n; the last line runs pytest; package list as in README",
+    "dedupe": "test_dedupe.py: run in order as written, in a home with ~/Maildir (and "
+              ".Archive) and ~/mail/inbox holding corpus mail and copies",
+    "dedupe-imap": "test_dedupe_imap.py: run as written against the test's Dovecot, its "
+                   "address for imap.example.org, ~/.imap-password holding the password",
     "none": "not a command; the marker says why",
 }
 

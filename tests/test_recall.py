@@ -186,3 +186,55 @@ def test_an_attachment_that_is_not_a_message_is_not_read_as_one(engine: Engine) 
     from mailfilter.engine import analyse
     raw = forwarded_as_attachment(b"just some notes, no header at all\n", as_file=True)
     assert analyse(raw, engine.settings.fingerprint).fingerprint.attached_digests == ()
+
+
+ANNOUNCEMENT = """Hello team,
+
+the quarterly review of the storage cluster is moved to Thursday afternoon because the
+vendor engineer can only join then. We will go through the capacity plan, the failed disk
+replacements of last month and the proposal to move the backups to the new site. Please
+read the plan before the meeting and add your comments to the shared document so that we
+can decide on the budget request in the same session.
+
+Thanks,
+Ann
+"""
+
+
+def follow_up(note: str, sender: str = "Ann Berg <ann@example.org>") -> bytes:
+    quoted = "\n".join("> " + line for line in ANNOUNCEMENT.splitlines())
+    return make_message(f"{note}\n\nOn Tue, 3 Nov 2026 at 10:00, Ann Berg <ann@example.org> "
+                        f"wrote:\n{quoted}\n", subject="Re: Storage review moved to Thursday",
+                        sender=sender, message_id="<rev2@example.org>",
+                        headers={"In-Reply-To": "<rev1@example.org>",
+                                 "References": "<rev1@example.org>"})
+
+
+@pytest.mark.parametrize("note", [
+    "Resending - my first email bounced back. Apologies if you get it twice.",
+    "Sending this again, it does not seem to have gone through yesterday.",
+    "Re-sending in case you missed it."])
+def test_a_resend_after_a_bounce_is_a_copy(engine: Engine, note: str) -> None:
+    """Its writer sends it again above the quoted original (a reply to oneself).  Failed
+    before: unique, nothing in common (the note alone was compared)."""
+    engine.check(make_message(ANNOUNCEMENT, subject="Storage review moved to Thursday",
+                              sender="Ann Berg <ann@example.org>",
+                              message_id="<rev1@example.org>"), ["bob@example.org"])
+    again = engine.check(follow_up(note), ["bob@example.org"], record=False)
+    assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
+        verdict_value(again)
+
+
+@pytest.mark.parametrize(("note", "sender"), [
+    ("Thursday works for me, but can we start at three instead of two?",
+     "Bob <bob@example.org>"),
+    ("One more thing: the vendor asked for the rack diagrams, please bring them.",
+     "Ann Berg <ann@example.org>"),
+    ("Resending this to the list: mine bounced too.", "Bob <bob@example.org>")])
+def test_replies_and_follow_ups_stay_new(engine: Engine, note: str, sender: str) -> None:
+    """A reply, the writer's own follow-up, and a note from someone else are new."""
+    engine.check(make_message(ANNOUNCEMENT, subject="Storage review moved to Thursday",
+                              sender="Ann Berg <ann@example.org>",
+                              message_id="<rev1@example.org>"), ["bob@example.org"])
+    verdict = engine.check(follow_up(note, sender), ["bob@example.org"], record=False)
+    assert verdict.kind is Kind.UNIQUE, verdict_value(verdict)

@@ -25,6 +25,7 @@ from mailfilter.rules.identifiers import IdentifiersRule
 from mailfilter.rules.message_id import MessageIdRule
 from mailfilter.rules.reply import ReplyRule
 from mailfilter.rules.resend import ResendRule
+from mailfilter.rules.resend_note import ResendNoteRule
 from mailfilter.rules.shingles import ShinglesRule
 from mailfilter.rules.short_text import ShortTextRule
 from mailfilter.rules.subject import SubjectRule
@@ -115,6 +116,17 @@ def test_attached_message_rule() -> None:
     assert judged is not None and judged.kind is NEAR_DUPLICATE and judged.score == 1.0
     assert rule.judge(pair(fingerprint(features=BOB))) is None        # nothing attached
     assert rule.judge(pair(forward, stored_words=0)) is None          # an empty record
+
+
+def test_resend_note_rule() -> None:
+    rule = ResendNoteRule()
+    note = replace(ALICE, resend_note=True)
+    judged = rule.judge(pair(fingerprint(features=note)))         # same sender and subject
+    assert judged is not None and judged.kind is NEAR_DUPLICATE
+    assert rule.judge(pair(fingerprint(features=ALICE))) is None   # no resend note
+    assert rule.judge(pair(fingerprint(features=replace(BOB, resend_note=True)))) is None
+    other_subject = replace(note, subject=key64("something else"))
+    assert rule.judge(pair(fingerprint(features=other_subject))) is None
 
 
 def test_calendar_rule() -> None:

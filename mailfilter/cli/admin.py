@@ -671,6 +671,9 @@ def _db_parser() -> argparse.ArgumentParser:
     sub.add_argument("--json", action="store_true")
     sub.set_defaults(run=cmd_status, no_store=True)
 
+    from mailfilter.cli.dedupe import add_parser as add_dedupe
+    add_dedupe(commands)
+
     sub = commands.add_parser("verify", help="check every index against the records")
     sub.set_defaults(run=cmd_verify)
 

@@ -308,6 +308,12 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
                                 status)
         if runtime.stopping or failure:
             break
+        if not runner.is_alive():
+            # libmilter ended by itself: its signal thread can take a SIGTERM (sigwait
+            # accepts a signal the others block).  Stop as for our own SIGTERM; before,
+            # this loop spun on the set event at full CPU and the daemon never exited.
+            logger.info("libmilter stopped; stopping")
+            break
     signal.pthread_sigmask(signal.SIG_BLOCK, SHUTDOWN_SIGNALS)
     runtime.stopping = True
     sd_notify("STOPPING=1")

@@ -24,6 +24,7 @@ from mailfilter.rules.message_id import MessageIdRule
 from mailfilter.rules.pair import Judgement, Pair, Rule, RuleName
 from mailfilter.rules.reply import ReplyRule
 from mailfilter.rules.resend import ResendRule
+from mailfilter.rules.resend_note import ResendNoteRule
 from mailfilter.rules.shingles import ShinglesRule
 from mailfilter.rules.short_text import ShortTextRule
 from mailfilter.rules.subject import SubjectRule, why_not
@@ -36,6 +37,7 @@ RULES: tuple[Rule, ...] = (
     MessageIdRule(),
     AttachedMessageRule(),
     CalendarRule(),
+    ResendNoteRule(),
     ReplyRule(),
     AttachmentsRule(),
     IdentifiersRule(),

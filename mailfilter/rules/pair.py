@@ -25,6 +25,7 @@ class RuleName(StrEnum):
     MESSAGE_ID = "message-id"
     ATTACHED_MESSAGE = "attached-message"
     CALENDAR = "calendar"
+    RESEND_NOTE = "resend-note"
     REPLY = "reply"
     ATTACHMENTS = "attachments"
     IDENTIFIERS = "identifiers"

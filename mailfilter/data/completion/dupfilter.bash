@@ -16,7 +16,7 @@ _dupfilter_db() {
     local command= i
     for ((i = 1; i < cword; i++)); do
         case "${words[i]}" in
-            import|scan|fingerprint|compare|explain|prune|stats|status|verify|forget|config) command=${words[i]}; break ;;
+            import|scan|fingerprint|compare|explain|prune|stats|status|dedupe|verify|forget|config) command=${words[i]}; break ;;
         esac
     done
     case "$command" in
@@ -44,6 +44,9 @@ _dupfilter_db() {
         status)
             case "$prev" in --db|--config|--status-dir) _filedir; return ;; esac
             if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config --status-dir --json" -- "$cur")); else _filedir; fi ;;
+        dedupe)
+            case "$prev" in --db|--config|--undo-log|--password-file|--tls-ca) _filedir; return ;; esac
+            if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config --near --across-folders --keep --action --to --keyword --expunge --dry-run --yes --json --undo-log --undo --password-file --tls-ca --rate" -- "$cur")); else _filedir; fi ;;
         verify)
             case "$prev" in --db|--config) _filedir; return ;; esac
             if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config" -- "$cur")); else _filedir; fi ;;
@@ -53,7 +56,7 @@ _dupfilter_db() {
         config)
             case "$prev" in --db|--config|--postfix) _filedir; return ;; esac
             if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "-h --help --db --config --check --show --changed --postfix --user --mta-user" -- "$cur")); else _filedir; fi ;;
-        "") COMPREPLY=($(compgen -W "import scan fingerprint compare explain prune stats status verify forget config -h --help --version --db --config" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "import scan fingerprint compare explain prune stats status dedupe verify forget config -h --help --version --db --config" -- "$cur")) ;;
     esac
 }
 complete -F _dupfilter_db dupfilter-db
