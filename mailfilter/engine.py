@@ -153,6 +153,7 @@ class Engine:
         self.rules = compile_rules(settings.policy.rules)
         self._recorder: Recorder | None = None       # started by the first *_later call
         self._recorder_lock = threading.Lock()
+        self._closed = False
 
     def __enter__(self) -> Engine:
         return self
@@ -283,6 +284,8 @@ class Engine:
         recorder = self._recorder
         if recorder is None:
             with self._recorder_lock:
+                if self._closed:        # no writer again on a closed store
+                    raise StoreError("the store is closed")
                 if self._recorder is None:
                     from mailfilter.recorder import Recorder
                     self._recorder = Recorder(self.store.atomically)
@@ -298,9 +301,11 @@ class Engine:
             self._process(analysis, (), remember, now, None).verdict for analysis in analyses])
 
     def close(self) -> None:
-        """Commit what the writer has queued, then close the store."""
+        """Commit what the writer has queued, then close the store (left open, for the
+        process's exit, when the writer is still at work after its time)."""
         with self._recorder_lock:
+            self._closed = True
             recorder, self._recorder = self._recorder, None
-        if recorder is not None:
-            recorder.close()
+        if recorder is not None and not recorder.close():
+            return
         self.store.close()

@@ -7,6 +7,9 @@ logged and no front end needs code of its own.
 * ``dupfilter_messages_total{front_end, verdict, action}``
 * ``dupfilter_errors_total{front_end, kind}`` — internal errors that fell back to on_error
   (``kind="store-unavailable"``, ``"StoreError"`` and ``"other"`` exist from start, at 0)
+* ``dupfilter_record_failures_total{front_end}`` — messages checked (and acted on) whose
+  recording failed (a full disk, a read-only store): later copies of them are not caught;
+  exists from start, at 0
 * ``dupfilter_check_seconds{front_end}`` — time from end of message to decision
 * ``dupfilter_store_records{front_end}`` — records in the store (read at scrape time)
 * ``dupfilter_store_up{front_end}`` — 1 while the store is open, 0 while messages get
@@ -55,6 +58,9 @@ def start(settings: MetricsSettings, front_end: str,
                                ["front_end", "kind"], registry=registry)
     for kind in ERROR_KINDS:
         _state["errors"].labels(front_end, kind)
+    _state["record_failures"] = Counter(
+        "dupfilter_record_failures", "Messages checked whose recording failed",
+        ["front_end"], registry=registry).labels(front_end)
     _state["latency"] = Histogram("dupfilter_check_seconds",
                                   "Seconds from end of message to the decision", ["front_end"],
                                   buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25,
@@ -83,6 +89,8 @@ def observe(outcome: Outcome) -> None:
     front_end = _state["front_end"]
     if outcome.error:
         _state["errors"].labels(front_end, error_kind(outcome.error)).inc()
+    if outcome.recorded == "failed":
+        _state["record_failures"].inc()
     message_counters = _state["message_counters"]
     verdict = outcome.verdict
     key = (str(verdict.kind) if verdict is not None else "unchecked",

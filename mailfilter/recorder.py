@@ -65,14 +65,17 @@ class Recorder:
         """Jobs queued and not yet taken by the writer."""
         return len(self._jobs)
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Run what is queued, then stop the writer (later submits answer None)."""
+    def close(self, timeout: float = 10.0) -> bool:
+        """Run what is queued, then stop the writer (later submits answer None); False
+        when it is still at work after ``timeout`` (the store must not be closed under
+        it)."""
         with self._mutex:
             self._closing = True
             wake, self._sleeping = self._sleeping, False
         if wake:
             self._wake.release()
         self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _take(self) -> list[Job] | None:
         """Up to ``max_batch`` queued jobs, sleeping until there is one (None: closing)."""

@@ -74,8 +74,8 @@ SLOW_FILES = frozenset((
     "test_milter_postfix.py", "test_smtpd_postfix.py",       # a private Postfix
     "test_milter_protocol.py", "test_smtpd.py", "test_listeners.py",  # daemons as processes
     "test_reload.py", "test_metrics.py", "test_status.py", "test_reliability.py",
-    "test_reliability_daemons.py", "test_systemd.py", "test_procmail.py",
-    "test_redis_store.py", "test_redis_cli.py",               # redis-server
+    "test_reliability_daemons.py", "test_systemd.py", "test_procmail.py", "test_shutdown.py",
+    "test_redis_store.py", "test_redis_cli.py", "test_store_connections.py",  # redis-server
     "test_dedupe_imap.py",                                    # a private Dovecot
     "test_quality.py", "test_histogram_golden.py", "test_precision.py",   # the corpus
     "test_config_property.py",                                # hypothesis over daemons
@@ -105,6 +105,7 @@ PROGRAMS: dict[str, tuple[tuple[str, str], ...]] = {
     "test_milter_postfix.py": (("postfix", "postfix"), ("maildrop", "maildrop")),
     "test_smtpd_postfix.py": (("postfix", "postfix"),),
     "test_rspamd_peer.py": (("rspamd", "rspamd"),),
+    "test_alerts.py": (("promtool", "prometheus"),),
     "test_dedupe_imap.py": (("dovecot", "dovecot-core"), ("doveadm", "dovecot-core"),
                             ("openssl", "openssl")),
 }

@@ -66,7 +66,8 @@ def start(module: str, flags: list[str], tmp_path: Path, config: str = ""
     own = [word for flag, word in zip(own[::2], own[1::2], strict=True)
            if flag not in given for word in (flag, word)]
     return subprocess.run([sys.executable, "-m", module, "--config", str(tmp_path / "c.toml"),
-                           "--db", str(tmp_path / "db"), *own, "--allow-root", *flags],
+                           "--db", str(tmp_path / "db"), *own, "--allow-root",
+                           "--status-dir", "", *flags],
                           capture_output=True, text=True, timeout=30,
                           stdin=subprocess.DEVNULL)
 
@@ -97,7 +98,7 @@ def test_the_same_value_from_the_file_names_the_file_and_line(
     (tmp_path / "c.toml").write_text(config)
     own = ([] if module.endswith("milter") else ["--next-hop", "127.0.0.1:1"])
     done = subprocess.run([sys.executable, "-m", module, "--config", str(tmp_path / "c.toml"),
-                           "--db", str(tmp_path / "db"), *own, "--allow-root"],
+                           "--db", str(tmp_path / "db"), *own, "--allow-root", "--status-dir", ""],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     assert done.stderr.startswith(f"dupfilter-{module.split('.')[1]}: {tmp_path}/c.toml:2: ")
@@ -114,7 +115,8 @@ def test_a_relative_db_is_made_absolute(tmp_path: Path, module: str) -> None:
     log = tmp_path / "log"
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", module, "--config", "c.toml", "--db",
-                                 "st", *own, "--allow-root"], cwd=tmp_path, stdout=out,
+                                 "st", *own, "--allow-root", "--status-dir", ""],
+                                cwd=tmp_path, stdout=out,
                                 stderr=subprocess.STDOUT, env={**os.environ,
                                                                "PYTHONUNBUFFERED": "1"})
     try:
@@ -127,3 +129,21 @@ def test_a_relative_db_is_made_absolute(tmp_path: Path, module: str) -> None:
         proc.wait(40)
     assert f"store opened: {tmp_path}/st\n" in log.read_text(), log.read_text()
     assert (tmp_path / "st" / "data.mdb").exists()
+
+
+def test_daemons_of_the_tests_leave_the_hosts_run_folder_alone(tmp_path: Path) -> None:
+    """Issue 20: the daemons these tests start wrote their status into the host's live
+    /run/dupfilter (a phantom root-owned dupfilter-smtpd in `dupfilter-db status` of a
+    host where dupfilter is installed).  Started as the tests start them, a daemon keeps
+    no status outside the test's folder."""
+    from support.daemons import MilterDaemon
+    before = set(Path("/run/dupfilter").glob("*")) if Path("/run/dupfilter").is_dir() else set()
+    daemon = MilterDaemon(tmp_path)
+    assert "--status-dir" in daemon.command()
+    with daemon:
+        assert daemon.proc is not None
+        pid = daemon.proc.pid
+    after = set(Path("/run/dupfilter").glob("*")) if Path("/run/dupfilter").is_dir() else set()
+    assert after == before
+    assert f'"pid": {pid}' not in "".join(p.read_text() for p in after if p.is_file())
+    assert "no status file" in daemon.log_text()

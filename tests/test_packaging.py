@@ -45,6 +45,8 @@ def test_sdist_and_wheel_build(tmp_path: Path) -> None:
         assert any(n.endswith(f".data/data/share/man/{page}") for n in names), page
     assert any(n.endswith("share/bash-completion/completions/dupfilter.bash") for n in names)
     assert any(n.endswith("share/zsh/site-functions/_dupfilter") for n in names)
+    # The Prometheus alerting rules docs/operations.md points at.
+    assert any(n.endswith("share/dupfilter/prometheus/dupfilter-alerts.yml") for n in names)
 
 
 def test_every_command_reports_the_one_version() -> None:

@@ -325,60 +325,102 @@ def _since(value: float | None, now: float) -> str:
     return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(value))} ({' '.join(shown)} ago)"
 
 
-def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    """Each daemon's status file (service.DaemonStatus): exit 0 when every daemon found is
-    healthy, 1 when one is not, 3 when none has a status file (nothing known)."""
-    from mailfilter.service import read_status
+def cmd_status(args: argparse.Namespace, settings: Settings | None) -> int:
+    """Each daemon's status file (service.DaemonStatus), judged as a monitoring plugin is:
+    exit 0 (OK) when every daemon found is healthy or was stopped cleanly, 1 (WARNING: a
+    restart needed, errors in the last minutes, a configuration that did not load), 2
+    (CRITICAL: not running, hung, store not open, messages unchecked or not recorded in the
+    last minutes), 3 (UNKNOWN: no status file, or one that cannot be read)."""
+    from mailfilter.service import (
+        CRITICAL,
+        OK,
+        SEVERITY_NAMES,
+        UNKNOWN,
+        WARNING,
+        read_status,
+    )
     folder = Path(args.status_dir)
     try:
         files = sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
     except OSError as error:
-        return _fail("dupfilter-db", f"status: cannot read {folder}: {error.strerror}", 3)
+        return _fail("dupfilter-db", f"status: cannot read {folder}: {error.strerror}",
+                     UNKNOWN)
     if args.program:
-        files = [p for p in files if p.stem in args.program]
+        files = [p for p in files if p.stem in args.program
+                 or p.stem.partition("@")[0] in args.program]
     daemons = []
     for path in files:
         try:
             daemons.append(read_status(path))
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, TypeError) as error:
             daemons.append({"path": str(path), "program": path.stem, "healthy": False,
+                            "severity": "UNKNOWN", "exit_code": UNKNOWN,
                             "problems": [f"unreadable status file: {error}"]})
-    healthy = all(d["healthy"] for d in daemons)
+    codes = {d["exit_code"] for d in daemons}
+    code = UNKNOWN if not daemons else CRITICAL if CRITICAL in codes else \
+        WARNING if WARNING in codes else UNKNOWN if UNKNOWN in codes else OK
+    config_error = getattr(args, "config_error", None)
+    if config_error and code in (OK, UNKNOWN):
+        code = WARNING if code == OK else code
     if args.json:
-        print(json.dumps({"status_dir": str(folder), "healthy": bool(daemons) and healthy,
-                          "daemons": daemons}))
-    elif not daemons:
+        print(json.dumps({"status_dir": str(folder), "healthy": code == OK,
+                          "severity": SEVERITY_NAMES[code], "exit_code": code,
+                          "config_error": config_error, "daemons": daemons}))
+        return code
+    if config_error:
+        print(f"WARNING: the settings do not load (a daemon (re)started now would refuse "
+              f"to start): {config_error}")
+    if not daemons:
         print(f"no dupfilter daemon status in {folder} (not started, or started with another "
               "--status-dir)")
     now = time.time()
-    for d in [] if args.json else daemons:
+    for d in daemons:
         if "pid" not in d:
             print(f"{d['program']}  UNKNOWN  {'; '.join(d['problems'])}")
             continue
-        state = "OK" if d["healthy"] else "PROBLEM: " + "; ".join(d["problems"])
-        print(f"{d['program']} {d.get('version', '')}: {state}")
+        name = d["program"] + (f"@{d['instance']}" if d.get("instance") else "")
+        if d.get("clean_stop") and not d["problems"]:
+            state = f"STOPPED (cleanly, {_since(d.get('stopped') or d.get('updated'), now)})"
+        elif d["problems"]:
+            state = f"{d['severity']}: " + "; ".join(d["problems"])
+        else:
+            state = "OK"
+        print(f"{name} {d.get('version', '')}: {state}")
         print(f"  process    pid {d['pid']} as {d.get('user', '?')}, {d.get('state')}, up since "
               f"{_since(d.get('started'), now)}; status written {d['age_seconds']:.0f} s ago")
         print(f"  listening  {d.get('listening', '-')}")
         store = d.get("store") or {}
         opened = "open" if store.get("open") else "NOT open"
-        print(f"  store      {store.get('location', '-')}: {opened} since "
-              f"{_since(store.get('since'), now)}"
-              + (f"; {store['error']}" if store.get("error") and not store.get("open") else "")
-              + ("" if store.get("open") else f"; messages get on_error={d.get('on_error')}"))
+        line = (f"  store      {store.get('location', '-')}: {opened} since "
+                f"{_since(store.get('since'), now)}"
+                + (f"; {store['error']}" if store.get("error") and not store.get("open")
+                   else "")
+                + ("" if store.get("open") else f"; messages get on_error={d.get('on_error')}"))
+        last_ok, last_failure = store.get("last_ok"), store.get("last_failure")
+        if last_failure and (not last_ok or last_failure["time"] > last_ok):
+            line += (f"; last operation failed at {_when(int(last_failure['time']))}: "
+                     f"{last_failure['error']}")
+        elif last_ok:
+            line += f"; last operation ok at {_when(int(last_ok))}"
+        print(line)
         verdicts = ", ".join(f"{k} {v}" for k, v in sorted(d.get("verdicts", {}).items()))
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(d.get("decisions", {}).items()))
         print(f"  messages   {d.get('messages', 0)} since start"
               + (f"; verdicts: {verdicts}" if verdicts else "")
               + (f"; decisions: {decisions}" if decisions else ""))
+        recent = d.get("recent") or {}
+        if recent:
+            print(f"  last {int(recent.get('seconds', 300)) // 60} min "
+                  f"{recent.get('messages', 0)} messages, {recent.get('unchecked', 0)} "
+                  f"unchecked, {recent.get('record_failures', 0)} not recorded "
+                  f"(recording failed), {recent.get('errors', 0)} errors")
         last = d.get("last_error")
-        print(f"  errors     {d.get('errors', 0)}" + (
-            f"; last at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(last['time']))}"
-            + (f" (queue {last['queue']})" if last.get("queue") else "")
-            + f": {last['error']}" if last else ""))
-    if not daemons:
-        return 3
-    return 0 if healthy else 1
+        print(f"  errors     {d.get('errors', 0)} since start; recording failed "
+              f"{d.get('record_failures', 0)}" + (
+                  f"; last at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(last['time']))}"
+                  + (f" (queue {last['queue']})" if last.get("queue") else "")
+                  + f": {last['error']}" if last else ""))
+    return code
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
@@ -617,9 +659,11 @@ def _db_parser() -> argparse.ArgumentParser:
     sub.set_defaults(run=cmd_stats)
 
     from mailfilter.service import default_status_dir
-    sub = commands.add_parser("status", help="each running daemon: up since, store open or "
-                              "not, messages and verdicts since start, last error; exit 1 "
-                              "when one is not healthy, 3 when none is found")
+    sub = commands.add_parser("status", help="each daemon: up since, store open or not and "
+                              "its last operation, messages and verdicts since start, "
+                              "errors, unchecked and unrecorded messages in the last "
+                              "minutes; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (none "
+                              "found), as monitoring plugins")
     sub.add_argument("program", nargs="*", metavar="PROGRAM",
                      help="only these (dupfilter-milter, dupfilter-smtpd)")
     sub.add_argument("--status-dir", metavar="DIR", default=default_status_dir(),
@@ -672,7 +716,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``dupfilter-db``."""
     args = _db_parser().parse_args(argv)
     try:
-        settings = settings_from(args)
+        try:
+            settings = settings_from(args)
+        except ConfigError as error:
+            if args.run is not cmd_status:
+                raise
+            # The daemons' health is in their status files: shown all the same.
+            args.config_error, settings = str(error), None
+        if settings is not None and not getattr(args, "db", None):
+            # As root or the units' user on their settings file: the daemons' own store,
+            # socket and listeners, as their units pass them (not root's per-user store).
+            from mailfilter.service import system_daemon_settings
+            system_daemon_settings(settings)
         if getattr(args, "jobs", 1) < 1:
             return _fail("dupfilter-db", "--jobs must be at least 1")
         return args.run(args, settings)

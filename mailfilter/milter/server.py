@@ -48,6 +48,7 @@ from mailfilter.service import (
     daemon_parser,
     exit_on_config_error,
     install_shutdown_handler,
+    instance_name,
     load_daemon_settings,
     reload_settings,
     sd_notify,
@@ -202,8 +203,8 @@ def _preload(settings: Settings) -> None:
 def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None,
           allow_root: bool = False, tcp_fixes: bool = True,
           store_retry: float = STORE_RETRY_SECONDS, group_commit: bool = True,
-          reload: Callable[[], Settings] | None = None, status_dir: str | None = None
-          ) -> int:
+          reload: Callable[[], Settings] | None = None, status_dir: str | None = None,
+          instance: str | None = None) -> int:
     """Open the socket, drop privileges, run until SIGTERM; returns the exit status.
 
     SIGHUP calls ``reload`` for fresh settings and applies the ``[milter]`` ones and the log
@@ -242,7 +243,8 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
     _preload(settings)
     check_privileges(user, allow_root, logger)
     status = DaemonStatus(PROGRAM, status_dir, logger, listening=spec,
-                          store=settings.store.location(), on_error=m.on_error).start()
+                          store=settings.store.location(), on_error=m.on_error,
+                          instance=instance_name(PROGRAM, instance)).start()
     runtime.engines.status = status
     runtime.open_engine()
     observers = (status.observe, runtime.engines.count_decision)
@@ -302,7 +304,8 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
             if reload is None:
                 logger.warning("SIGHUP: nothing to reload")
             else:
-                reload_settings(runtime.settings, reload, "milter", _RESTART_KEYS, logger)
+                reload_settings(runtime.settings, reload, "milter", _RESTART_KEYS, logger,
+                                status)
         if runtime.stopping or failure:
             break
         if not runner.is_alive():
@@ -318,7 +321,7 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
         logger.error("milter stopped: %s", failure[0])
     else:
         busy = runtime.inflight
-        logger.info("stopping: %d message(s) in flight; new messages get 451 at DATA", busy)
+        logger.info("stopping: %d message(s) in flight; new messages get 451", busy)
         if not runtime.drain(SHUTDOWN_GRACE_SECONDS):
             logger.warning("stopping with %d message(s) still in flight after %ds",
                            runtime.inflight, SHUTDOWN_GRACE_SECONDS)
@@ -387,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         status = serve(settings, logger, user=args.user, allow_root=args.allow_root,
                        tcp_fixes=args.tcp_fixes, store_retry=args.store_retry,
                        group_commit=args.group_commit, reload=reload,
-                       status_dir=args.status_dir or None)
+                       status_dir=args.status_dir or None, instance=args.instance)
     except (ConfigError, DaemonError) as error:
         return exit_on_config_error(PROGRAM, error)
     logging.shutdown()

@@ -49,6 +49,8 @@ ACTION_FLAGS = Milter.ADDHDRS | Milter.CHGHDRS | Milter.DELRCPT | Milter.QUARANT
 MAX_HEADER_BYTES = 1024 * 1024
 # How long a message waits for the writer to check and record it before on_error applies.
 PROCESS_SECONDS = 30.0
+# The reply to a message that arrives while the milter stops (SIGTERM): try again later.
+RESTARTING_TEXT = "dupfilter is restarting, try again later"
 
 
 class Runtime:
@@ -154,6 +156,9 @@ class DupfilterMilter(Milter.Base):
         self.whole_body: WholeBodyDigest | None = None
         self.problem: str | None = None     # an error in a no-reply callback
         self.started = time.monotonic()
+        # Begun after SIGTERM, or refused at DATA while stopping: answered 451, unchecked
+        # and unrecorded (the client retries it once the milter is back).
+        self.late = False
 
     def _start_message(self) -> None:
         if not self._active:
@@ -190,7 +195,10 @@ class DupfilterMilter(Milter.Base):
     def envfrom(self, mailfrom: str, *params: str) -> int:
         self._end_message()
         self._reset()
-        self._start_message()
+        if self.runtime.stopping:   # not taken: 451 at DATA or end of message, not in flight
+            self.late = True
+        else:
+            self._start_message()
         self.sender = mailfrom
         return Milter.CONTINUE
 
@@ -211,9 +219,14 @@ class DupfilterMilter(Milter.Base):
         On unix sockets there is no Nagle: :class:`NoDataMilter` skips DATA there.
         """
         if self.runtime.stopping:
-            self.setreply("451", "4.3.2", "dupfilter is restarting, try again later")
-            return Milter.TEMPFAIL
+            self._end_message()         # not in flight: the drain does not wait for it
+            self.late = True
+            return self._restarting()
         return Milter.CONTINUE
+
+    def _restarting(self) -> int:
+        self.setreply("451", "4.3.2", RESTARTING_TEXT)
+        return Milter.TEMPFAIL
 
     @Milter.noreply
     @Milter.decode("bytes")
@@ -261,6 +274,9 @@ class DupfilterMilter(Milter.Base):
     # -- deciding -------------------------------------------------------------------
 
     def eom(self) -> int:
+        if self.late:               # begun while stopping (no DATA event on unix sockets)
+            self._reset()
+            return self._restarting()
         if not self._active:        # no MAIL since the last message ended
             self._reset()
             return self.out_of_order("end of message before MAIL")

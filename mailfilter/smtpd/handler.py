@@ -221,7 +221,9 @@ class FilterHandler:
         outcome.dropped = len(disposition.drop) if disposition.keep else None
         outcome.note, outcome.error = disposition.note, checked.error
         reply, next_hop = await self._act(checked, relay, outcome)
-        outcome.recorded = await self._settle(checked, reply.ok and not outcome.maybe_delivered)
+        recorded = await self._settle(checked, reply.ok and not outcome.maybe_delivered)
+        # A failure to record is "failed" in the line, the status and the metrics.
+        outcome.recorded = "failed" if checked.record_error and not recorded else recorded
         outcome.reply = reply.code
         outcome.next_hop = next_hop
         queued = _QUEUED_AS.search(next_hop or "")

@@ -53,6 +53,7 @@ from mailfilter.service import (
     check_privileges,
     daemon_parser,
     exit_on_config_error,
+    instance_name,
     load_daemon_settings,
     reload_settings,
     sd_notify,
@@ -193,7 +194,9 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
     engines = LazyEngine(settings, logger, "smtpd", retry_seconds=args.store_retry)
     status = DaemonStatus(PROGRAM, getattr(args, "status_dir", None) or None, logger,
                           listening=settings.smtpd.listen, store=settings.store.location(),
-                          on_error=settings.smtpd.on_error).start()
+                          on_error=settings.smtpd.on_error,
+                          instance=instance_name(PROGRAM, getattr(args, "instance", None))
+                          ).start()
     engines.status = status
     engines.open()          # or: one clear line, on_error per message, tried again later
     observers = (status.observe, engines.count_decision)
@@ -206,8 +209,7 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
         loop.add_signal_handler(signum, stop.set)
     loop.add_signal_handler(signal.SIGHUP, functools.partial(
         reload_settings, settings, _settings_loader(args, settings, logger), "smtpd",
-        _RESTART_KEYS,
-        logger))
+        _RESTART_KEYS, logger, status))
     try:
         await server.start(sock=sock)
         serving = metrics.start(settings.metrics, "smtpd", records=engines.records,

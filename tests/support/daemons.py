@@ -50,8 +50,11 @@ class DaemonProcess:
         return []
 
     def command(self) -> list[str]:
+        # Never the host's /run/dupfilter: a status folder of the test's own unless given
+        # (ROOT/run, which does not exist: no status file, one info line).
+        status = [] if "--status-dir" in self.args else ["--status-dir", str(self.root / "run")]
         return [sys.executable, "-m", self.module, "--config", str(self.config),
-                *self.flags(), "--db", self.db, *self.args]
+                *self.flags(), "--db", self.db, *self.args, *status]
 
     def start(self, timeout: float = 30.0) -> DaemonProcess:
         """Start it; return once it says it listens and takes connections."""

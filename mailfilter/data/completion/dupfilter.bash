@@ -65,7 +65,7 @@ _dupfilter_milter() {
     local cur prev words cword
     _init_completion || return
     case "$prev" in --config|--db|--status-dir) _filedir; return ;; esac
-    COMPREPLY=($(compgen -W "-h --help --version --config --db --user --allow-root --store-retry --status-dir --socket --sync-record --no-tcp-fixes" -- "$cur"))
+    COMPREPLY=($(compgen -W "-h --help --version --config --db --user --allow-root --store-retry --status-dir --instance --socket --sync-record --no-tcp-fixes" -- "$cur"))
 }
 complete -F _dupfilter_milter dupfilter-milter
 
@@ -73,6 +73,6 @@ _dupfilter_smtpd() {
     local cur prev words cword
     _init_completion || return
     case "$prev" in --config|--db|--status-dir) _filedir; return ;; esac
-    COMPREPLY=($(compgen -W "-h --help --version --config --db --user --allow-root --store-retry --status-dir --listen --next-hop --connections" -- "$cur"))
+    COMPREPLY=($(compgen -W "-h --help --version --config --db --user --allow-root --store-retry --status-dir --instance --listen --next-hop --connections" -- "$cur"))
 }
 complete -F _dupfilter_smtpd dupfilter-smtpd

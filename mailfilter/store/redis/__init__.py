@@ -51,8 +51,9 @@ unique.  The write script makes that harmless for exact duplicates: ``add`` is i
 by digest (a record with the same digest and some content is touched instead, and its id
 returned), so the store still ends up with one record, counted twice.
 :meth:`RedisStore.lookup_or_add` checks and, for a message nothing matches, records in one
-script: one round trip for a new message.  On a single server each thread sends its scripts
-over a connection of its own (redis-py's client costs more per call than the round trip).
+script: one round trip for a new message.  On a single server the scripts go over the
+store's own connections (redis-py's client costs more per call than the round trip): at
+most ``POOL_SIZE`` a process, shared by all its threads, each taken for one round trip.
 """
 
 from __future__ import annotations
@@ -96,7 +97,10 @@ from mailfilter.store import (
 
 try:  # the optional dependency: pip install 'dupfilter-mail[redis]'
     import redis
-    from redis.backoff import ExponentialWithJitterBackoff
+    try:
+        from redis.backoff import ExponentialWithJitterBackoff
+    except ImportError:     # redis-py before 6: the same back-off without the jitter
+        from redis.backoff import ExponentialBackoff as ExponentialWithJitterBackoff
     from redis.cluster import RedisCluster
     from redis.crc import key_slot
     from redis.exceptions import ConnectionError as RedisConnectionError
@@ -123,6 +127,9 @@ SEGMENT_RECORDS_MIN = 8192
 ENTRIES_PER_FIELD = 32
 SEGMENT_BITS_MIN, SEGMENT_BITS_MAX = 8, 24
 ID_WIDTH = 5           # bytes of a record id in posting entries and record fields
+# Connections a process keeps for its scripts at most, shared by all its threads (SMTP
+# sessions come and go; a thread waits for one to be given back past this many at once).
+POOL_SIZE = 32
 
 
 @dataclass(frozen=True)
@@ -394,9 +401,16 @@ class RedisStore:
         # (The "1:" names the scheme of this id, not the record schema.)
         self.parameters_id = xxhash.xxh3_64_hexdigest(
             f"1:{self._parameters_json}".encode()).encode()
-        self._local = threading.local()
-        self._connections: list[Any] = []    # each thread's own (see _round)
-        self._connections_lock = threading.Lock()
+        # The process's connections for the scripts (see _round): at most pool_size, idle
+        # ones kept for the next caller, whichever thread it is.
+        self._local = threading.local()      # atomically()'s buffered writes
+        self.pool_size = POOL_SIZE
+        self._idle: list[Any] = []
+        self._open = 0                       # connections made and not dropped
+        self._slots = threading.BoundedSemaphore(POOL_SIZE)
+        self._idle_lock = threading.Lock()
+        self._wait_seconds = max(timeout, 0.1)
+        self._closed = False
         url, options = _split_options(location)
         self.cluster = False
         self.client = self._connect(url, timeout)
@@ -572,7 +586,13 @@ class RedisStore:
 
     def _load(self, name: str) -> None:
         source, sha = self._scripts[name]
-        loaded = self.client.script_load(source)
+        if self.cluster:
+            loaded = self.client.script_load(source)
+        else:       # over the store's own connections (many threads may find it missing)
+            (loaded,) = self._round([("SCRIPT", "LOAD", source)])
+            if isinstance(loaded, Exception):
+                raise loaded
+            loaded = loaded.decode() if isinstance(loaded, bytes) else loaded
         if loaded != sha:  # pragma: no cover - redis computes the same SHA-1
             self._scripts[name] = (source, loaded)
 
@@ -610,20 +630,18 @@ class RedisStore:
         return pipe.execute(raise_on_error=False)
 
     def _round(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """``commands`` in one round trip on this thread's own connection to the server.
+        """``commands`` in one round trip on a connection of the store's pool.
 
         On the hot path redis-py's client costs about 40 µs a call (connection pool, retry
-        wrapper, instrumentation) against 30 µs for the round trip itself; a dead connection
-        is replaced and the round repeated once, as the client's retry would.  Error replies
-        come back in the list, in place.
+        wrapper, instrumentation) against 30 µs for the round trip itself, so the scripts
+        go over connections of the store's own: a connection is taken for one round and
+        given back, so that a process keeps at most ``pool_size`` of them however many
+        threads (SMTP sessions) come and go.  A dead connection is dropped and the round
+        repeated once on another, as the client's retry would.  Error replies come back in
+        the list, in place.
         """
         for attempt in range(2):
-            connection = getattr(self._local, "connection", None)
-            if connection is None:
-                connection = self.client.connection_pool.make_connection()
-                self._local.connection = connection
-                with self._connections_lock:
-                    self._connections.append(connection)
+            connection = self._take_connection()
             try:
                 if _pack_command is not None:   # redis-py's own packing costs 20 µs more
                     connection.send_packed_command(
@@ -638,15 +656,61 @@ class RedisStore:
                         replies.append(connection.read_response())
                     except ResponseError as error:
                         replies.append(error)
-                return replies
             except (RedisConnectionError, RedisTimeoutError, OSError):
-                connection.disconnect()
-                self._local.connection = None
-                with self._connections_lock:
-                    self._connections.remove(connection)
+                self._drop_connection(connection)
                 if attempt:
                     raise
+                continue
+            except BaseException:       # the reply stream's state is unknown: not reused
+                self._drop_connection(connection)
+                raise
+            self._give_back(connection)
+            return replies
         raise AssertionError("unreachable")
+
+    def _take_connection(self) -> Any:
+        """An idle connection of the pool, or a new one while fewer than ``pool_size``
+        exist; waits up to the store's timeout for one to be given back.  (Made from the
+        client's connection settings, outside redis-py's own pool, whose cap counts every
+        connection it ever made, dead ones included.)"""
+        if not self._slots.acquire(timeout=self._wait_seconds):
+            raise RedisConnectionError(
+                f"all {self.pool_size} connections to Redis busy for {self._wait_seconds:g} s")
+        with self._idle_lock:
+            if self._idle:
+                return self._idle.pop()
+        try:
+            pool = self.client.connection_pool
+            connection = pool.connection_class(**pool.connection_kwargs)
+        except BaseException:
+            self._slots.release()
+            raise
+        with self._idle_lock:
+            self._open += 1
+        return connection
+
+    def _give_back(self, connection: Any) -> None:
+        with self._idle_lock:
+            closed = self._closed
+            if not closed:
+                self._idle.append(connection)
+        if closed:
+            self._drop_connection(connection)
+        else:
+            self._slots.release()
+
+    def _drop_connection(self, connection: Any) -> None:
+        with self._idle_lock:
+            self._open -= 1
+        try:
+            connection.disconnect()
+        finally:
+            self._slots.release()
+
+    @property
+    def connections(self) -> int:
+        """The pool's connections (idle or in use) made and not dropped."""
+        return self._open
 
     # -- lookup ----------------------------------------------------------------------------
 
@@ -1167,10 +1231,14 @@ class RedisStore:
         return b"".join(parts)
 
     def close(self) -> None:
-        with self._connections_lock:
-            for connection in self._connections:
-                connection.disconnect()
-            self._connections.clear()
+        """Close every connection (those in use as they are given back); once."""
+        with self._idle_lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            with self._idle_lock:
+                self._open -= 1
+            connection.disconnect()
         try:
             self.client.close()
         except (RedisError, RedisClusterException, OSError):
