@@ -192,14 +192,23 @@ _URLDEFENSE_V3 = Pattern(r"/v3/__(.+?)__", re.IGNORECASE)
 _CISCO_PATH = Pattern(r"secure-web\.cisco\.com/[^/]+/(.+)", re.IGNORECASE)
 
 
+def host_of(link: str) -> str:
+    """The host of ``link`` (with or without a scheme): no user, port, path, query or
+    fragment."""
+    rest = link.partition("://")[2] if "://" in link else link
+    for end in "/?#":
+        rest = rest.partition(end)[0]
+    return rest.rpartition("@")[2].partition(":")[0]
+
+
 def wrapped_link(link: str) -> str | None:
     """The link a gateway's rewritten link stands for (``https://nam12.safelinks.protection
     .outlook.com/?url=https%3A%2F%2Fexample.com%2Fa&data=…`` → ``https://example.com/a``),
     or None when ``link`` is no known wrapper: one copy of a message that passed a gateway
     and one that did not are the same message."""
     lowered = link.lower()
-    host = lowered.partition("://")[2].partition("/")[0].partition("?")[0]
-    if site_of(host.rpartition("@")[2].partition(":")[0]) not in _WRAPPER_SITES:
+    host = host_of(lowered)
+    if site_of(host) not in _WRAPPER_SITES:
         return None
     if "urldefense" in host:
         v3 = _URLDEFENSE_V3.get().search(link)
@@ -229,16 +238,12 @@ def link_site(match: re.Match[str]) -> str:
     """The site a :data:`LINK` match leads to: its registered domain, lower case (no user,
     port, path or query, no tracking subdomain like ``u9414681.ct.sendgrid.net``); through
     a gateway's rewritten link, the site of the link it wraps."""
-    host = match.group(1).rpartition("@")[2].partition(":")[0].lower()
-    site = site_of(host)
+    site = site_of(match.group(1).rpartition("@")[2].partition(":")[0].lower())
     if site in _WRAPPER_SITES:
         inner = wrapped_link(match.group(0))
-        if inner is not None:
-            inner_host = (inner.partition("://")[2] if "://" in inner else inner)
-            inner_host = inner_host.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-            inner_host = inner_host.rpartition("@")[2].partition(":")[0].lower()
-            if "." in inner_host:
-                return site_of(inner_host)
+        inner_host = host_of(inner.lower()) if inner is not None else ""
+        if "." in inner_host:
+            return site_of(inner_host)
     return site
 
 
