@@ -1,7 +1,8 @@
 """The daemons' logging: one ``key=value`` line per message, from a typed :class:`Outcome`.
 
-Each front end fills one :class:`Outcome` per message; :func:`log_outcome` writes its line
-(keys in the front end's documented order, docs/postfix.md) and counts it in the metrics.
+Each front end fills one :class:`Outcome` per message; its process's :class:`OutcomeLog`
+writes the line (keys in the front end's documented order, docs/postfix.md) and hands the
+outcome to the observers the daemon registered (its status, decision counters, metrics).
 A new field is one attribute of Outcome plus its place in the line layouts below.
 Also here: where the lines go (stderr for journald, or syslog), a repeated failure said
 once a minute, and a log line that cannot be written.
@@ -20,9 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mailfilter import metrics
 from mailfilter.config import LogSettings
 from mailfilter.names import Action
+from mailfilter.store import StoreError, StoreUnavailable
 
 if TYPE_CHECKING:
     from mailfilter.detector import Verdict
@@ -58,6 +59,8 @@ class Outcome:
     action: Action | str | None = None
     verdict: Verdict | None = None      # None: not checked (error, refused)
     error: str | None = None            # why it could not be checked (on_error applied)
+    error_kind: str | None = None       # its kind, for the metrics (see error_kind())
+    store_fault: bool = False           # the error was the store's (status: store line)
     queue: str | None = None            # the MTA's queue id
     client: str | None = None
     sender: str | None = None
@@ -138,31 +141,50 @@ def _message_id(value: str | None) -> str | None:
     return f"<{value.strip('<>')}>" if value else None
 
 
-# Called with every logged Outcome: the daemon's status and its decision counters
-# (mailfilter/service.py), besides the metrics.
-_observers: list[Callable[[Outcome], None]] = []
+# Error kinds whose counters exist from start (an alert on them needs a series at 0).
+ERROR_KINDS = ("store-unavailable", "StoreError", "other")
 
 
-def add_observer(observer: Callable[[Outcome], None]) -> None:
-    """Have ``observer(outcome)`` called for every message logged (until removed)."""
-    _observers.append(observer)
+def error_kind(error: BaseException) -> str:
+    """The metrics label of an error: ``store-unavailable`` (the store is not open), else the
+    exception's class name."""
+    return "store-unavailable" if isinstance(error, StoreUnavailable) else type(error).__name__
 
 
-def remove_observer(observer: Callable[[Outcome], None]) -> None:
-    if observer in _observers:
-        _observers.remove(observer)
+def describe_error(error: BaseException) -> str:
+    """The log line's ``error=``: "store unavailable", or the class and the message."""
+    if isinstance(error, StoreUnavailable):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
 
 
-def log_outcome(logger: logging.Logger, outcome: Outcome) -> None:
-    """Write the message's line and count it: the metrics (when they are on), the
-    daemon's status and decision counters.  A failing observer never fails the message."""
-    logger.log(outcome.level, format_fields(outcome.fields()))
-    metrics.observe(outcome)
-    for observer in _observers:
-        try:
-            observer(outcome)
-        except Exception:  # noqa: BLE001, S110 - counting must not turn into an error
-            pass
+def failed(outcome: Outcome, error: BaseException) -> Outcome:
+    """``outcome`` as a message that could not be checked because of ``error``."""
+    outcome.error = describe_error(error)
+    outcome.error_kind = error_kind(error)
+    outcome.store_fault = isinstance(error, StoreError)
+    return outcome
+
+
+class OutcomeLog:
+    """Where one process's message lines go: its logger, then every observer (the daemon's
+    status and decision counters, the metrics).  Owned by the daemon, not the module, so
+    two daemons in one process (tests) never count each other's messages."""
+
+    def __init__(self, logger: logging.Logger,
+                 observers: tuple[Callable[[Outcome], None], ...] = ()) -> None:
+        self.logger = logger
+        self.observers: list[Callable[[Outcome], None]] = list(observers)
+
+    def log(self, outcome: Outcome) -> None:
+        """Write the message's line and count it.  A failing observer never fails the
+        message."""
+        self.logger.log(outcome.level, format_fields(outcome.fields()))
+        for observer in self.observers:
+            try:
+                observer(outcome)
+            except Exception:  # noqa: BLE001, S110 - counting must not turn into an error
+                pass
 
 
 # ---------------------------------------------------------------------------- the format

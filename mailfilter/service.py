@@ -707,7 +707,7 @@ class DaemonStatus:
                 if outcome.verdict is None:
                     data["unchecked"] += 1
                     recent.add("unchecked", now)
-                if "Store" in outcome.error or "store" in outcome.error:
+                if outcome.store_fault:
                     store["last_failure"] = {"time": now, "error": masked(outcome.error)[:500]}
             if outcome.recorded == "failed":
                 data["record_failures"] += 1

@@ -261,7 +261,7 @@ def test_sources_that_are_not_mailboxes_are_refused_clearly(
     assert code == 2 and "no password in the URL" in err
 
 
-def test_the_maildir_and_mbox_recipes_of_docs_dedupe_md_run_as_written(
+def test_the_maildir_and_mbox_recipes_of_docs_cleanup_md_run_as_written(
         tmp_path: Path, filled: mb.Filled) -> None:
     from doc_blocks import blocks
     home = tmp_path / "home"

@@ -220,7 +220,7 @@ def test_a_run_whose_connection_the_server_drops_reconnects_and_finishes(
     assert names_in(server, folder, filled) == sorted(set(filled.messages) - set(filled.copies))
 
 
-def test_the_imap_recipes_of_docs_dedupe_md_run_as_written(
+def test_the_imap_recipes_of_docs_cleanup_md_run_as_written(
         server: dovecot.Dovecot, filled: mb.Filled, tmp_path: Path) -> None:
     from doc_blocks import blocks
     home = tmp_path / "home"

@@ -106,6 +106,9 @@ def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
         stub = next_hop(chunking=chunking)
         settings = load_settings(search=False)
         settings.policy.rules = rules or []
+        # Big messages go to an analysis worker: on a loaded machine its start alone can
+        # pass the 2 s budget, which tests/test_budget.py tests; these tests are not about it.
+        settings.analysis.deadline = 60.0
         settings.smtpd.listen = "127.0.0.1:0"
         settings.smtpd.next_hop = f"127.0.0.1:{stub.port}"
         for key, value in smtpd.items():
@@ -904,19 +907,28 @@ def test_daemon_tags_and_drains_in_flight_mail_on_sigterm(tmp_path: Path,
         result: dict[str, object] = {}
 
         def send() -> None:
+            client = smtplib.SMTP("127.0.0.1", port, timeout=30)
             try:
-                with smtplib.SMTP("127.0.0.1", port, timeout=30) as client:
-                    result["refused"] = client.sendmail("ann@example.org",
-                                                        ["bob@example.net"], raw)
+                result["refused"] = client.sendmail("ann@example.org",
+                                                    ["bob@example.net"], raw)
+                # Once the transaction is over the draining server may say 421 before
+                # the client's QUIT arrives (a loaded machine): that is the expected end.
+                try:
+                    result["quit"] = client.docmd("QUIT")[0]
+                except (smtplib.SMTPServerDisconnected, OSError):
+                    result["quit"] = 421        # the 421 and the close came first
             except Exception as error:  # pragma: no cover - reported below
                 result["error"] = error
+            finally:
+                client.close()
 
         sender = threading.Thread(target=send)
         sender.start()
         assert stub.started_data.wait(10)
         proc.send_signal(signal.SIGTERM)
         sender.join(15)
-        assert result == {"refused": {}}
+        assert result.get("refused") == {} and "error" not in result, result
+        assert result["quit"] in (221, 421), result
         assert proc.wait(15) == 0
         # Not listening any more.
         with pytest.raises(OSError):

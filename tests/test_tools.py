@@ -305,9 +305,10 @@ def test_syslog_target_writes_facility_mail(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(logs, "SYSLOG_SOCKET", str(path))
     logger = logs.setup_logging(LogSettings(target="syslog"), "dupfilter-milter")
     try:
-        logs.log_outcome(logger, logs.Outcome(logs.MILTER_ERROR_LINE, action=Action.ACCEPT,
-                                              error="store unavailable", queue="4XkQ2",
-                                              size=10, capped=False))
+        from mailfilter.store import StoreUnavailable
+        logs.OutcomeLog(logger).log(logs.failed(
+            logs.Outcome(logs.MILTER_ERROR_LINE, action=Action.ACCEPT, queue="4XkQ2", size=10,
+                         capped=False), StoreUnavailable()))
         data = server.recv(4096).decode()
     finally:
         for handler in list(logger.handlers):

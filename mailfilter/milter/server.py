@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 
 import Milter
 
-from mailfilter import __version__, logs, metrics
+from mailfilter import __version__, metrics
 from mailfilter.config import (
     ConfigError,
     Settings,
@@ -247,17 +247,16 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
                           instance=instance_name(PROGRAM, instance)).start()
     runtime.engines.status = status
     runtime.open_engine()
-    observers = (status.observe, runtime.engines.count_decision)
-    for observer in observers:
-        logs.add_observer(observer)
+    runtime.outcomes.observers += [status.observe, runtime.engines.count_decision]
     try:
         serving = metrics.start(settings.metrics, "milter", records=runtime.store_records,
                                 store_up=lambda: runtime.engines.is_open)
     except (OSError, ValueError) as error:
         raise DaemonError(f"cannot serve metrics on {settings.metrics.listen}: {error}") \
             from None
-    if serving:
-        logger.info("metrics on http://%s/metrics", serving)
+    if serving is not None:
+        runtime.outcomes.observers.append(serving.observe)
+        logger.info("metrics on http://%s/metrics", serving.listen)
     actions = m.actions
     logger.info("%s %s listening on %s (unique=%s duplicate=%s near-duplicate=%s "
                 "on_error=%s scope=%s)", PROGRAM, __version__, spec, actions.unique,
@@ -334,8 +333,7 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
                 pass
     status.set_state("stopping")
     runtime.close()             # commits the records still queued
-    for observer in observers:
-        logs.remove_observer(observer)
+    runtime.outcomes.observers.clear()
     status.stop()
     logger.info("%s stopped", PROGRAM)
     return 1 if failure else 0

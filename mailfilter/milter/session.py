@@ -26,14 +26,15 @@ from mailfilter.logs import (
     MILTER_ERROR_LINE,
     MILTER_LINE,
     Outcome,
+    OutcomeLog,
     ThrottledWarning,
+    failed,
     log_failure,
-    log_outcome,
 )
 from mailfilter.message import WholeBodyDigest
 from mailfilter.names import Action
 from mailfilter.service import STORE_RETRY_SECONDS, LazyEngine
-from mailfilter.store import StoreError
+from mailfilter.store import StoreError, StoreUnavailable
 from mailfilter.workers import AnalysisPool, OverBudget
 
 if TYPE_CHECKING:  # imported lazily: see server.main()
@@ -61,6 +62,8 @@ class Runtime:
                  ) -> None:
         self.settings = settings
         self.logger = logger
+        # Every message's line, and its observers (status, counters, metrics: serve()).
+        self.outcomes = OutcomeLog(logger)
         self.engines = LazyEngine(settings, logger, "milter", retry_seconds=retry_seconds)
         # Large messages are analysed in worker processes, within a deadline.
         self.analyses = AnalysisPool(settings.fingerprint, settings.analysis)
@@ -288,7 +291,7 @@ class DupfilterMilter(Milter.Base):
                 raise RuntimeError(self.problem)
             engine = rt.engine()
             if engine is None:
-                return self._on_error(outcome, "store unavailable")
+                return self._on_error(outcome, StoreUnavailable())
             raw = b"".join(self.headers) + b"\n" + b"".join(self.chunks)
             settings, recipients = rt.settings.milter, list(self.recipients)
             bare, sender = [_bare(r) for r in recipients], _bare(self.sender) or None
@@ -301,7 +304,7 @@ class DupfilterMilter(Milter.Base):
             except OverBudget as error:     # judged by its Message-ID, or on_error
                 known = engine.process_known(raw, bare, planned, sender=sender)
                 if known is None:
-                    return self._on_error(outcome, f"OverBudget: {error}")
+                    return self._on_error(outcome, error)
                 decision = known
             else:
                 decision = rt.process(engine, analysis, bare, sender, planned)
@@ -322,14 +325,14 @@ class DupfilterMilter(Milter.Base):
             # to one is TEMPFAIL whatever on_error says, and PyErr_Print ends the whole
             # process on SystemExit.  (No KeyboardInterrupt here: signals are blocked in
             # libmilter's threads.)
-            return self._on_error(outcome, f"{type(error).__name__}: {error}")
+            return self._on_error(outcome, error)
         else:
             # Acted on and maybe recorded: from here on nothing may change the answer (a
             # 451 now would make the client's retry a duplicate of a message never sent).
             outcome.recorded = recorded
             outcome.ms = round((time.monotonic() - self.started) * 1000, 1)
             try:
-                log_outcome(rt.logger, outcome)
+                rt.outcomes.log(outcome)
             except Exception as error:  # noqa: BLE001
                 log_failure(PROGRAM, error)
             return result
@@ -356,14 +359,14 @@ class DupfilterMilter(Milter.Base):
         self.setreply(str(refusal.code), refusal.status, _reply_text(refusal.text))
         return Milter.REJECT if refusal.code >= 500 else Milter.TEMPFAIL
 
-    def _on_error(self, outcome: Outcome, why: str) -> int:
+    def _on_error(self, outcome: Outcome, error: BaseException) -> int:
         rt = self.runtime
         disposition = plan_error(rt.settings.milter.on_error)
         size, capped = self._size()
         try:
-            log_outcome(rt.logger, Outcome(MILTER_ERROR_LINE, action=disposition.action,
-                                           error=why, queue=outcome.queue, size=size,
-                                           capped=capped))
+            rt.outcomes.log(failed(Outcome(MILTER_ERROR_LINE, action=disposition.action,
+                                           queue=outcome.queue, size=size, capped=capped),
+                                   error))
         except Exception as error:  # noqa: BLE001 - logging must not turn into a reject
             log_failure(PROGRAM, error)
         if disposition.action is Action.ACCEPT:

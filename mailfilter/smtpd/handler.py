@@ -30,19 +30,19 @@ from mailfilter.decision import (
     plan_error,
 )
 from mailfilter.headers import pass_through, tag_message
-from mailfilter.logs import SMTPD_LINE, Outcome, ThrottledWarning, log_failure, log_outcome
+from mailfilter.logs import SMTPD_LINE, Outcome, ThrottledWarning, failed, log_failure
 from mailfilter.names import Action
 from mailfilter.service import LazyEngine
+from mailfilter.smtpd.lifecycle import Lifecycle
 from mailfilter.smtpd.nexthop import NextHop, NextHopError, NextHopUnsure, Relay
 from mailfilter.smtpd.protocol import XFORWARD_ATTRIBUTES, FilterSMTP, RelayEnvelope, peer
 from mailfilter.smtpd.wire import Reply, tempfail, to_crlf
-from mailfilter.store import StoreError
+from mailfilter.store import StoreError, StoreUnavailable
 from mailfilter.workers import AnalysisPool, OverBudget
 
 if TYPE_CHECKING:
     from mailfilter.detector import Recording, Verdict
     from mailfilter.engine import Decision, Engine
-    from mailfilter.smtpd.server import FilterServer
 
 PROGRAM = "dupfilter-smtpd"
 # How long a message waits for the writer to check and record it before on_error applies.
@@ -58,7 +58,7 @@ class Checked:
     payload: bytes | None = None        # what goes to the next hop (CRLF lines)
     verdict: Verdict | None = None      # None: not checked (on_error)
     engine: Engine | None = None        # the engine that checked it (and recorded it)
-    error: str | None = None
+    error: BaseException | None = None  # why it could not be checked (on_error)
     recording: Recording | None = None  # what recording did (taken back if not delivered)
     record_error: str | None = None     # why it could not be recorded (checked anyway)
 
@@ -68,13 +68,13 @@ class FilterHandler:
 
     def __init__(self, settings: Settings, engines: LazyEngine, pool: NextHop,
                  executor: concurrent.futures.Executor, logger: logging.Logger,
-                 server: FilterServer) -> None:
+                 life: Lifecycle) -> None:
         self.settings = settings
         self.engines = engines
         self.pool = pool
         self.executor = executor
         self.logger = logger
-        self.server = server
+        self.life = life
         # Store failures repeat for every message while they last: said once a minute.
         self.store_warnings = ThrottledWarning(logger)
         # Large messages are analysed in worker processes, within a deadline.
@@ -88,7 +88,7 @@ class FilterHandler:
 
     async def handle_MAIL(self, server: FilterSMTP, session: Any, envelope: RelayEnvelope,
                           address: str, mail_options: list[str]) -> str:
-        if self.server.draining:
+        if self.life.draining:
             asyncio.get_running_loop().call_soon(server.close_transport)
             return "421 4.3.2 Service shutting down, try again later"
         envelope.mail_from = address
@@ -115,8 +115,7 @@ class FilterHandler:
         try:
             # Shielded: an upstream that hangs up mid-way does not leave a half-done job.
             task = asyncio.ensure_future(self._process(session, envelope, relay))
-            self.server.tasks.add(task)
-            task.add_done_callback(self.server.tasks.discard)
+            self.life.track(task)
             return str(await asyncio.shield(task))
         finally:
             server.processing = False
@@ -135,7 +134,7 @@ class FilterHandler:
         """Core call, disposition and payload (CPU work: runs in the executor)."""
         engine = self.engines.get()
         if engine is None:          # the store could not be opened (yet): on_error
-            raise RuntimeError("store unavailable")
+            raise StoreUnavailable
         settings = self.settings.smtpd
 
         def planned(verdict: Verdict) -> Disposition:
@@ -173,7 +172,7 @@ class FilterHandler:
         """``on_error``: the message goes on untagged, or is deferred."""
         disposition = plan_error(self.settings.smtpd.on_error)
         return Checked(disposition, self._untagged(raw) if disposition.delivered else None,
-                       error=f"{type(error).__name__}: {error}")
+                       error=error)
 
     def _untagged(self, raw: bytes) -> bytes:
         """The message as it goes on without our header (``accept``, ``on_error``): any
@@ -219,7 +218,9 @@ class FilterHandler:
         disposition = checked.disposition
         outcome.verdict, outcome.action = checked.verdict, disposition.action
         outcome.dropped = len(disposition.drop) if disposition.keep else None
-        outcome.note, outcome.error = disposition.note, checked.error
+        outcome.note = disposition.note
+        if checked.error is not None:
+            failed(outcome, checked.error)
         reply, next_hop = await self._act(checked, relay, outcome)
         recorded = await self._settle(checked, reply.ok and not outcome.maybe_delivered)
         # A failure to record is "failed" in the line, the status and the metrics.
@@ -230,7 +231,7 @@ class FilterHandler:
         outcome.queued_as = queued.group(1) if queued else None
         outcome.ms = round((time.monotonic() - started) * 1000, 1)
         try:
-            log_outcome(self.logger, outcome)
+            self.life.outcomes.log(outcome)
         except Exception as failure:  # noqa: BLE001 - the reply stands (it may be delivered)
             log_failure(PROGRAM, failure)
         return reply

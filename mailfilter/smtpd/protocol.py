@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiosmtpd.smtp import MISSING, SMTP, Envelope, syntax
 
-from mailfilter.logs import SMTPD_REFUSED_LINE, Outcome, log_outcome
+from mailfilter.logs import SMTPD_REFUSED_LINE, Outcome
 from mailfilter.names import Action
 
 if TYPE_CHECKING:
+    from mailfilter.smtpd.lifecycle import Lifecycle
     from mailfilter.smtpd.nexthop import Relay
-    from mailfilter.smtpd.server import FilterServer
 
 # XFORWARD attributes we accept from Postfix and pass on (when the next hop offers them).
 XFORWARD_ATTRIBUTES = ("NAME", "ADDR", "PORT", "PROTO", "HELO", "IDENT", "SOURCE")
@@ -72,12 +72,12 @@ class FilterSMTP(SMTP):
     or the connection goes, an open transaction at the next hop is given up.
     """
 
-    def __init__(self, handler: Any, server: FilterServer, **kwargs: Any) -> None:
+    def __init__(self, handler: Any, life: Lifecycle, **kwargs: Any) -> None:
         # Accept long lines (and bare-LF messages, which look like one long line) up to
         # the size limit: the next hop decides, we pass them on.
         limit = kwargs.get("data_size_limit") or 1 << 26
         self.line_length_limit = max(1001, min(limit + 8, 1 << 26))
-        self.filter_server = server
+        self.life = life
         self.processing = False
         self._held: list[bytes] = []
         super().__init__(handler, **kwargs)
@@ -91,10 +91,10 @@ class FilterSMTP(SMTP):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self.filter_server.sessions.add(self)
+        self.life.sessions.add(self)
 
     def connection_lost(self, error: Exception | None) -> None:
-        self.filter_server.sessions.discard(self)
+        self.life.sessions.discard(self)
         envelope = self.envelope
         if isinstance(envelope, RelayEnvelope) and envelope.relay is not None:
             relay, envelope.relay = envelope.relay, None
@@ -119,7 +119,7 @@ class FilterSMTP(SMTP):
         if isinstance(status, str):
             if status in _REWRITES:
                 status = _REWRITES[status]
-                log_outcome(self.filter_server.logger, Outcome(
+                self.life.outcomes.log(Outcome(
                     SMTPD_REFUSED_LINE, action=Action.REFUSED, client=peer(self.session),
                     refused_for="size", limit=self.data_size_limit, reply=552))
             status = status.encode("utf-8" if self.enable_SMTPUTF8 else "ascii")

@@ -31,9 +31,9 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mailfilter import __version__, logs, metrics
+from mailfilter import __version__, metrics
 from mailfilter.config import (
     ConfigError,
     Settings,
@@ -45,7 +45,7 @@ from mailfilter.config import (
     parse_hostport,
     set_by_flag,
 )
-from mailfilter.logs import setup_logging
+from mailfilter.logs import OutcomeLog, setup_logging
 from mailfilter.service import (
     DaemonError,
     DaemonStatus,
@@ -59,6 +59,7 @@ from mailfilter.service import (
     sd_notify,
 )
 from mailfilter.smtpd.handler import PROGRAM, FilterHandler
+from mailfilter.smtpd.lifecycle import Lifecycle
 from mailfilter.smtpd.nexthop import DEFAULT_CONNECTIONS, NextHop
 from mailfilter.smtpd.protocol import FilterSMTP
 
@@ -84,11 +85,12 @@ class FilterServer:
         self.engines = engine if isinstance(engine, LazyEngine) else LazyEngine(
             settings, logger, "smtpd", engine=engine)
         self.logger = logger
+        # What the sessions share with the server: draining, sessions, tasks, and every
+        # message's line with its observers (status, counters, metrics: main()).
+        self.life = Lifecycle(OutcomeLog(logger))
+        self.outcomes = self.life.outcomes
         self.connections = connections
         self.hostname = hostname or socket.gethostname() or "localhost"
-        self.sessions: set[FilterSMTP] = set()
-        self.tasks: set[asyncio.Future[Any]] = set()
-        self.draining = False
         self.pool: NextHop | None = None
         self.executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -104,10 +106,10 @@ class FilterServer:
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max(2, min(4, self.connections)), thread_name_prefix="dupfilter")
         handler = FilterHandler(self.settings, self.engines, self.pool, self.executor,
-                                self.logger, self)
+                                self.logger, self.life)
 
         def factory() -> FilterSMTP:
-            return FilterSMTP(handler, self, data_size_limit=smtpd.max_message_bytes or None,
+            return FilterSMTP(handler, self.life, data_size_limit=smtpd.max_message_bytes or None,
                               enable_SMTPUTF8=True, decode_data=False,
                               hostname=self.hostname, ident=f"dupfilter-smtpd {__version__}",
                               timeout=smtpd.timeout)
@@ -128,25 +130,25 @@ class FilterServer:
 
     async def stop(self, grace: float = DRAIN_SECONDS) -> None:
         """Stop listening, let transactions in flight finish (up to ``grace``), close."""
-        self.draining = True
+        self.life.draining = True
         if self._server is not None:
             self._server.close()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        while self.sessions or self.tasks:
-            for session in list(self.sessions):
+        while self.life.sessions or self.life.tasks:
+            for session in list(self.life.sessions):
                 if session.idle() and session.transport is not None:
                     session.transport.write(b"421 4.3.2 Service shutting down\r\n")
                     session.close_transport()
             if loop.time() > deadline:
                 self.logger.warning("shutdown: giving up on %d sessions in flight",
-                                    len(self.sessions))
-                for session in list(self.sessions):
+                                    len(self.life.sessions))
+                for session in list(self.life.sessions):
                     session.close_transport()
                 break
             await asyncio.sleep(0.02)
-        if self.tasks:
-            await asyncio.wait(list(self.tasks), timeout=5)
+        if self.life.tasks:
+            await asyncio.wait(list(self.life.tasks), timeout=5)
         if self._server is not None:
             await self._server.wait_closed()
         if self.pool is not None:
@@ -199,10 +201,8 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
                           ).start()
     engines.status = status
     engines.open()          # or: one clear line, on_error per message, tried again later
-    observers = (status.observe, engines.count_decision)
-    for observer in observers:
-        logs.add_observer(observer)
     server = FilterServer(settings, engines, logger, connections=args.connections)
+    server.outcomes.observers += [status.observe, engines.count_decision]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -214,8 +214,9 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
         await server.start(sock=sock)
         serving = metrics.start(settings.metrics, "smtpd", records=engines.records,
                                 store_up=lambda: engines.is_open)
-        if serving:
-            logger.info("metrics on http://%s/metrics", serving)
+        if serving is not None:
+            server.outcomes.observers.append(serving.observe)
+            logger.info("metrics on http://%s/metrics", serving.listen)
         logger.info("%s %s listening on %s, next hop %s, mode %s, store %s", PROGRAM,
                     __version__, settings.smtpd.listen, settings.smtpd.next_hop,
                     settings.smtpd.mode, settings.store.location())
@@ -231,8 +232,7 @@ async def serve(settings: Settings, args: argparse.Namespace, logger: logging.Lo
         await server.stop()
     finally:
         engines.close()
-        for observer in observers:
-            logs.remove_observer(observer)
+        server.outcomes.observers.clear()
         status.stop()
     logger.info("stopped")
     return 0

@@ -168,6 +168,13 @@ class StoreError(RuntimeError):
     """The store cannot be used; the message is meant for the postmaster as it is."""
 
 
+class StoreUnavailable(StoreError):
+    """The store is not open (yet): messages get ``on_error`` until it opens."""
+
+    def __init__(self, message: str = "store unavailable") -> None:
+        super().__init__(message)
+
+
 class StoreMismatch(StoreError):
     """The store was built with other fingerprint parameters."""
 
