@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NoReturn
@@ -360,30 +361,77 @@ class Settings:
         return self.source or "settings"
 
 
-def _line_of(text: str, section: str, key: str) -> int | None:
-    """Line number of ``key`` inside ``[section]`` (the top level when empty)."""
-    start = 0
-    if section:
-        header = re.search(rf"^\s*\[\s*{re.escape(section)}\s*\]", text, re.MULTILINE)
-        if header is None:
+_KEY_PART = re.compile(r'\s*(?:"([^"\\]*)"|\'([^\']*)\'|([A-Za-z0-9_-]+))\s*')
+
+
+def _dotted(text: str, start: int) -> tuple[list[str], int] | None:
+    """The dotted key at ``text[start:]`` (bare or quoted parts) and where it ends."""
+    parts: list[str] = []
+    while True:
+        found = _KEY_PART.match(text, start)
+        if found is None:
             return None
-        start = header.end()
-    following = re.compile(r"^\s*\[", re.MULTILINE).search(text, start)
-    end = following.start() if following else len(text)
-    found = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=", re.MULTILINE).search(
-        text, start, end)
-    return text.count("\n", 0, found.start()) + 1 if found else None
+        parts.append(next(group for group in found.groups() if group is not None))
+        start = found.end()
+        if not text.startswith(".", start):
+            return parts, start
+        start += 1
 
 
-def _apply(target: Any, table: dict[str, Any], prefix: str, path: str, text: str,
-           origins: dict[str, str]) -> None:
+def _key_lines(text: str) -> dict[str, int]:
+    """Line of each key the file gives ("section.key"), of each table it opens
+    ("[section]", "[milter.actions]") and of every dotted prefix of those, first one
+    first: where a misspelt key or section is.  One pass over the lines."""
+    lines: dict[str, int] = {}
+    table: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        header = re.match(r"\s*\[\[?", line)
+        if header is not None:
+            found = _dotted(line, header.end())
+            if found is None or not line.startswith("]", found[1]):
+                continue
+            table, path = found[0], found[0]
+        else:
+            found = _dotted(line, 0)
+            if found is None or not line.startswith("=", found[1]):
+                continue
+            path = table + found[0]
+        for end in range(1, len(path) + 1):
+            lines.setdefault(".".join(path[:end]), number)
+    return lines
+
+
+def _unknown(prefix: str, raw_key: str, value: object, known: Sequence[str]) -> str:
+    """"unknown section [detectr]; did you mean [detector]?", "unknown key
+    detector.resemblence_threshold; did you mean detector.resemblance_threshold?", or for a
+    key of another section "unknown key store.scope; scope is a key of [detector]"."""
+    import difflib
+    table = isinstance(value, dict)
+    name = f"[{prefix}{raw_key}]" if table else f"{prefix}{raw_key}"
+    said = f"unknown {'section' if table else 'key'} {name}"
+    close = difflib.get_close_matches(raw_key.replace("-", "_"), known, n=1)
+    if close:
+        meant = f"{prefix}{close[0]}"
+        return f"{said}; did you mean {f'[{meant}]' if table else meant}?"
+    if not table:
+        homes = [f"[{section.name}]" for section in fields(Settings)
+                 if dataclasses.is_dataclass(section.default_factory)
+                 and raw_key.replace("-", "_") in {f.name for f in fields(
+                     section.default_factory)} and f"{section.name}." != prefix]
+        if homes:
+            return f"{said}; {raw_key} is a key of {' and '.join(homes)}"
+    return said
+
+
+def _apply(target: Any, table: dict[str, Any], prefix: str, path: str,
+           lines: dict[str, int], origins: dict[str, str]) -> None:
     known = {f.name: f for f in fields(target) if f.name != "source"}
     spelled: dict[str, tuple[str, str]] = {}     # key → (spelling, FILE:LINE) seen first
     for raw_key, value in table.items():
         key = raw_key.replace("-", "_")
-        where = f"{path}:{_line_of(text, prefix.rstrip('.'), raw_key) or '?'}"
+        where = f"{path}:{lines.get(f'{prefix}{raw_key}', '?')}"
         if key not in known:
-            raise ConfigError(f"{where}: unknown key {prefix}{raw_key}")
+            raise ConfigError(f"{where}: {_unknown(prefix, raw_key, value, list(known))}")
         if key in spelled:
             # TOML refuses a key given twice, but near_duplicate and near-duplicate are two
             # keys to it and one setting here: the later one would win without a word.
@@ -395,7 +443,7 @@ def _apply(target: Any, table: dict[str, Any], prefix: str, path: str, text: str
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
                 raise ConfigError(f"{where}: {prefix}{raw_key} must be a table")
-            _apply(current, value, f"{prefix}{raw_key}.", path, text, origins)
+            _apply(current, value, f"{prefix}{raw_key}.", path, lines, origins)
             continue
         expected = type(current)
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
@@ -407,6 +455,19 @@ def _apply(target: Any, table: dict[str, Any], prefix: str, path: str, text: str
                               f"not {type(value).__name__}")
         setattr(target, key, value)
         origins[f"{prefix}{key}"] = where
+
+
+def _toml_error(message: str, text: str) -> str:
+    """tomllib's "Invalid value (at line 7, column 25)" as "7: not valid TOML: Invalid
+    value (column 25)", the line first as in every other settings error."""
+    found = re.fullmatch(r"(.*) \(at (?:line (\d+), column (\d+)|end of document)\)", message,
+                         re.DOTALL)
+    if found is None:
+        return f" not valid TOML: {message}"
+    what, line, column = found.groups()
+    if line is None:
+        return f"{len(text.splitlines()) or 1}: not valid TOML: {what} (at the end of the file)"
+    return f"{line}: not valid TOML: {what} (column {column})"
 
 
 def find_config(explicit: str | None = None) -> Path | None:
@@ -434,16 +495,23 @@ def load_settings(path: str | os.PathLike[str] | None = None, *,
         settings.validate()
         return settings
     try:
-        text = chosen.read_text(encoding="utf-8")
+        data = chosen.read_bytes()
     except OSError as error:
         raise ConfigError(f"{chosen}: cannot read configuration: {error.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise ConfigError(f"{chosen}:{line}: not UTF-8 (byte 0x{data[error.start]:02x} at "
+                          f"column {column}); save the file as UTF-8") from None
     import tomllib  # only with a settings file (the pipe filter often has none)
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{chosen}: {error}") from None
+        raise ConfigError(f"{chosen}:{_toml_error(str(error), text)}") from None
     origins: dict[str, str] = {}
-    _apply(settings, table, "", str(chosen), text, origins)
+    _apply(settings, table, "", str(chosen), _key_lines(text), origins)
     settings.source = str(chosen)
     settings.origins = origins
     settings.validate()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,109 @@ def tiny_filesystem(tmp_path: Path):  # noqa: ANN201
         yield mount_point
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+# ------------------------------------------------------------------------- the host's files
+# Tests never touch an installed dupfilter (docs/install.md): its command links, settings,
+# store and status folder.  Compared before and after the session; a store and status
+# folder that a dupfilter daemon outside this session is using are compared by their names
+# only (that daemon writes to them).
+HOST_PATHS = ("/usr/local/bin/dupfilter*", "/etc/dupfilter", "/var/lib/dupfilter",
+              "/run/dupfilter")
+LIVE_PATHS = ("/var/lib/dupfilter", "/run/dupfilter")
+
+
+def host_snapshot() -> dict[str, tuple[object, ...]]:
+    """Every file under :data:`HOST_PATHS`: its type, mode, owner, size, modification time
+    and (for a link) target; a folder's type, mode and owner."""
+    import glob
+    import os
+    found: dict[str, tuple[object, ...]] = {}
+
+    def note(path: str) -> None:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return
+        target = os.readlink(path) if os.path.islink(path) else ""
+        if os.path.isdir(path) and not target:     # a folder: its entries, one by one
+            found[path] = (info.st_mode, info.st_uid, info.st_gid)
+            for entry in sorted(os.listdir(path)):
+                note(os.path.join(path, entry))
+        else:
+            found[path] = (info.st_mode, info.st_uid, info.st_gid, info.st_size,
+                           info.st_mtime_ns, target)
+    for pattern in HOST_PATHS:
+        for path in sorted(glob.glob(pattern)):
+            note(path)
+    return found
+
+
+def outside_daemons() -> bool:
+    """A dupfilter daemon runs that this session did not start (the host's own, or another
+    session's)."""
+    import os
+    ours = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            if b"dupfilter-milter" not in command and b"dupfilter-smtpd" not in command:
+                continue
+            pid = int(entry.name)
+            while pid > 1 and pid != ours:
+                status = Path(f"/proc/{pid}/status").read_text()
+                pid = int(status.split("PPid:", 1)[1].split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        if pid != ours:
+            return True
+    return False
+
+
+def foreign_status(path: str, session_tmp: Path) -> bool:
+    """A daemon status file of another session's or a benchmark's daemon: its store is not
+    under this session's temporary folder (only a status file can say whose it is)."""
+    import json
+    if not path.startswith("/run/dupfilter/") or not path.endswith(".json"):
+        return False
+    try:
+        location = json.loads(Path(path).read_text())["store"]["location"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return not str(location).startswith(f"{session_tmp}/")
+
+
+def host_changes(before: dict[str, tuple[object, ...]],
+                 after: dict[str, tuple[object, ...]], live: bool,
+                 foreign: Callable[[str], bool] = lambda path: False) -> list[str]:
+    """What changed between two :func:`host_snapshot` (``live``: the store and status folder
+    by names only; ``foreign``: a file some other process wrote, not counted)."""
+    changes = [f"created {path}" for path in sorted(after.keys() - before.keys())
+               if not foreign(path)]
+    changes += [f"removed {path}" for path in sorted(before.keys() - after.keys())]
+    for path in sorted(before.keys() & after.keys()):
+        if before[path] != after[path] and not foreign(path) and not (
+                live and path.startswith(LIVE_PATHS)):
+            changes.append(f"changed {path}: {before[path]} -> {after[path]}")
+    return changes
+
+
+@pytest.fixture(scope="session", autouse=True)
+def host_installation_untouched(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """Fails the session's last test when a test changed the host's dupfilter files (not
+    in tests/sandboxed_docs.py's namespace: there the docs install on overlays)."""
+    import os
+    if os.environ.get("DUPFILTER_DOC_SANDBOX"):
+        yield
+        return
+    before, live = host_snapshot(), outside_daemons()
+    yield
+    session_tmp = tmp_path_factory.getbasetemp()
+    changes = host_changes(before, host_snapshot(), live or outside_daemons(),
+                           lambda path: foreign_status(path, session_tmp))
+    assert not changes, "tests changed the host's dupfilter files: " + "; ".join(changes[:20])
 
 
 # ------------------------------------------------------------------------- the quick tier

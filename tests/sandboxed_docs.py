@@ -21,6 +21,11 @@ What is not exactly as on a fresh Debian machine, and why:
   (a system-wide Python is readable by the ``dupfilter`` and mail users).
 - systemd is not PID 1: units are enabled (``systemctl enable``) and verified, not started;
   the daemons are started with the documented command lines instead.
+- A dupfilter this host already has (installed as docs/install.md says: /usr/local/bin/
+  dupfilter*, /etc/dupfilter, /var/lib/dupfilter, /run/dupfilter, its units and user) is
+  removed from the overlays before the first test (:func:`forget_installation`), so the
+  docs run on a host without it, as written; the host's own files are not touched
+  (tests/conftest.py compares them before and after the session).
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ def private_system() -> Iterator[None]:
         subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
                         f"lowerdir={target},upperdir={layer}/upper,workdir={layer}/work",
                         target], check=True)
+    forget_installation()
     Path("/root").chmod(0o711)
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     files = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=REPO,
@@ -90,6 +96,41 @@ def private_system() -> Iterator[None]:
             (CHECKOUT / source.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, CHECKOUT / source.relative_to(REPO))
     yield
+
+
+# What docs/install.md and docs/operations.md put on a host (the source tree and /opt's
+# environment too): removed before the docs run, as from a host where dupfilter never was.
+INSTALLED = ("/usr/local/bin/dupfilter*", "/etc/dupfilter", "/var/lib/dupfilter",
+             "/run/dupfilter", "/etc/systemd/system/dupfilter-*",
+             "/etc/systemd/system/*.wants/dupfilter-*", "/opt/dupfilter",
+             "/usr/local/src/dupfilter")
+
+
+def overlaid(path: str) -> bool:
+    """``path`` is on one of this namespace's overlays (what is removed there stays on the
+    host: an overlay's lower folder is never written)."""
+    mounts = Path("/proc/self/mounts").read_text().splitlines()
+    overlays = {fields[1] for fields in map(str.split, mounts) if fields[0] == "overlay"}
+    return any(path == target or path.startswith(f"{target}/") for target in overlays)
+
+
+def forget_installation() -> None:
+    """Remove a dupfilter installation (:data:`INSTALLED`, the ``dupfilter`` user) from the
+    overlays; refuses to touch anything that is not on one."""
+    import glob
+    for pattern in INSTALLED:
+        for found in glob.glob(pattern):
+            assert overlaid(found), f"{found} is not on an overlay: not removed"
+            if os.path.isdir(found) and not os.path.islink(found):
+                shutil.rmtree(found)
+            else:
+                os.unlink(found)
+    assert overlaid("/etc/passwd") and overlaid("/etc/shadow")
+    try:
+        pwd.getpwnam("dupfilter")
+    except KeyError:
+        return
+    subprocess.run(["userdel", "dupfilter"], check=True)
 
 
 def root_env(**extra: str) -> dict[str, str]:
@@ -703,8 +744,7 @@ def test_install_on_debians_python_in_opt() -> None:
     package index, offline); then the milter as its unit starts it, dropping to the
     dupfilter user, which must read that Python; status; upgrade; uninstall."""
     from support.wheelhouse import wheelhouse
-    sh("userdel dupfilter; rm -rf /etc/dupfilter /var/lib/dupfilter /etc/systemd/system/dupfilter-*"
-       " /etc/systemd/system/*.wants/dupfilter-* /usr/local/bin/dupfilter*", cwd=Path("/"))
+    forget_installation()
     house = WORK / "wheelhouse"
     house.mkdir(exist_ok=True)
     import tomllib

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -96,10 +97,30 @@ def test_empty_file_means_defaults(tmp_path: Path) -> None:
     ("[detector]\nhistogram_max_positions = 40\n",
      "2: detector.histogram_max_positions must be 0..36"),
     ("[detector]\nposting_cap = 0\n", "2: detector.posting_cap must be at least 1"),
+    # Misspelt names (issue 20 item 5): the line, and the name meant (it said ':?:' for a
+    # section, and never what was meant).
+    ("# site\n\n[detectr]\nscope = \"global\"\n",
+     "bad.toml:3: unknown section [detectr]; did you mean [detector]?"),
+    ("[milter.actoins]\nduplicate = \"tag\"\n",
+     "bad.toml:1: unknown section [milter.actoins]; did you mean [milter.actions]?"),
+    ("[milter]\nactions.duplicat = \"tag\"\n",
+     "bad.toml:2: unknown key milter.actions.duplicat; did you mean "
+     "milter.actions.duplicate?"),
+    ("[detector]\nmin_words = 3\nresemblence_threshold = 0.3\n",
+     "bad.toml:3: unknown key detector.resemblence_threshold; did you mean "
+     "detector.resemblance_threshold?"),
+    ("[store]\nscope = \"global\"\n",
+     "bad.toml:2: unknown key store.scope; scope is a key of [detector]"),
+    ("[detector]\nmin_words = = 3\n",
+     "bad.toml:2: not valid TOML: Invalid value (column 13)"),
+    ("[detector]\nstoplist = [\"a\",\n\"b\"\n",
+     "bad.toml:3: not valid TOML: Unclosed array (at the end of the file)"),
+    ("# M\u00fcller's site\n[store]\n".encode("latin-1").decode("utf-8", "surrogateescape"),
+     "bad.toml:1: not UTF-8 (byte 0xfc at column 4); save the file as UTF-8"),
 ])
 def test_bad_values_name_the_key_and_line(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text(content)
+    path.write_bytes(content.encode("utf-8", "surrogateescape"))
     with pytest.raises(ConfigError) as error:
         load_settings(path)
     message = str(error.value).replace(f"{path}:", "bad.toml:", 1).replace(f"{path}:", "BAD:")
@@ -385,3 +406,81 @@ def test_reload_sees_no_change_in_a_socket_spelled_the_postfix_way(
         assert reload_settings(running, lambda: load_settings(path), "milter", ("socket",),
                                logger)
     assert "changed" not in caplog.text
+
+
+# ----------------------------------------------------------- a broken file, everywhere
+BROKEN = {
+    "syntax": ("[store]\nretention = \"30d\"\n[detector]\nmin_words = = 3\n",
+               "4: not valid TOML: Invalid value (column 13)"),
+    "section": ("# site\n[store]\nretention = \"30d\"\n[detectr]\nscope = \"global\"\n",
+                "4: unknown section [detectr]; did you mean [detector]?"),
+    "key": ("[store]\nretention = \"30d\"\n[detector]\nscope = \"global\"\n"
+            "resemblence_threshold = 0.3\n",
+            "5: unknown key detector.resemblence_threshold; did you mean "
+            "detector.resemblance_threshold?"),
+    "value": ("[store]\nretention = \"30d\"\n\n[detector]\nresemblance_threshold = 1.5\n",
+              "5: detector.resemblance_threshold must be in (0, 1]"),
+}
+
+
+@pytest.mark.parametrize("given", ["--config", "DUPFILTER_CONFIG"])
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_settings_file_is_named_everywhere_and_loses_no_mail(
+        tmp_path: Path, case: str, given: str) -> None:
+    """Issue 20 item 5: a broken settings file (a syntax error, a misspelt section or key, a
+    bad value).  `config --check` names the file and line (before: ':?:' for a misspelt
+    section, and no name it meant); `status` runs and says WARNING, exit 1, with no daemon
+    too (before: 3, UNKNOWN, on a pipe-only host); the pipe filter does what
+    docs/procmail.md says: --tag passes the message through whole, without a header, exit
+    0, --check exits 1, each naming the file and line on stderr; nothing is recorded."""
+    from helpers import make_message, paragraph_text
+    from support.cli import DUPFILTER, DUPFILTER_DB, run
+    content, said = BROKEN[case]
+    path = tmp_path / "dupfilter.toml"
+    path.write_text(content)
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "x")}
+    flags: tuple[str, ...] = ("--config", str(path))
+    if given == "DUPFILTER_CONFIG":
+        env["DUPFILTER_CONFIG"], flags = str(path), ()
+    where = f"{path}:{said}"
+
+    checked = run(DUPFILTER_DB, *flags, "config", "--check", env=env)
+    assert checked.returncode == 2 and checked.stderr.decode() == f"dupfilter-db: {where}\n"
+
+    status = run(DUPFILTER_DB, *flags, "status", "--status-dir", str(tmp_path / "run"),
+                 env=env)
+    text = status.stdout.decode()
+    assert status.returncode == 1, text + status.stderr.decode()
+    assert text.startswith("WARNING: the settings do not load (") and text.splitlines()[
+        0].endswith(f": {where}"), text
+
+    raw = make_message(paragraph_text(31), message_id="<broken@example.org>")
+    forged = b"X-Dupfilter: duplicate; forged\n" + raw
+    tagged = run(DUPFILTER, *flags, "--tag", stdin=forged, env=env)
+    assert tagged.returncode == 0 and tagged.stdout == raw
+    assert tagged.stderr.decode() == f"dupfilter: {where}; message passed through unchecked\n"
+    answer = run(DUPFILTER, *flags, "--check", stdin=raw, env=env)
+    assert answer.returncode == 1 and answer.stdout == b""
+    assert answer.stderr.decode() == \
+        f"dupfilter: {where}; message not checked (exit 1: not a duplicate)\n"
+    assert not (tmp_path / "state").exists()                 # no store made or written
+
+
+def test_the_broken_file_lines_in_the_docs_are_the_real_ones(tmp_path: Path) -> None:
+    """The misspelt-section lines docs/operations.md and docs/procmail.md print are what
+    `dupfilter-db config --check` and `dupfilter --tag` say for that file."""
+    import re
+    import subprocess
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    system = "/etc/dupfilter/dupfilter.toml"
+    path = tmp_path / "dupfilter.toml"
+    path.write_text(BROKEN["section"][0])
+    for page, pattern, argv in (
+            ("operations.md", r"^(dupfilter-db: /etc/dupfilter/dupfilter\.toml:\d+: unknown "
+             r"section.*)$", ["dupfilter-db", "--config", str(path), "config", "--check"]),
+            ("procmail.md", r"^(dupfilter: /etc/dupfilter/dupfilter\.toml:\d+: unknown "
+             r"section.*)$", ["dupfilter", "--config", str(path), "--tag"])):
+        shown = re.search(pattern, (docs / page).read_text(), re.M)[1]
+        done = subprocess.run(argv, input=b"Subject: x\n\nhello\n", capture_output=True,
+                              env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
+        assert done.stderr.decode() == shown.replace(system, str(path)) + "\n", page

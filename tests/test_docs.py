@@ -16,6 +16,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from doc_blocks import BY_NAME, DOCUMENTS, KINDS, NAMED, Block, all_blocks, block, blocks
@@ -446,3 +447,45 @@ def test_system_blocks_in_a_private_namespace() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"sandboxed documentation tests: {time.monotonic() - started:.1f} s")
+
+
+def test_the_host_guard_sees_what_a_test_changes(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/conftest.py's session guard over the host's dupfilter files (issue 20 item 9: a
+    test daemon wrote its status into the host's /run/dupfilter, the sandboxed docs test
+    stopped at an installed /usr/local/bin/dupfilter): a file created, removed, rewritten
+    or re-linked is reported; a live store or status folder only by its names."""
+    import conftest
+    bin_dir, etc, run_dir = tmp_path / "bin", tmp_path / "etc", tmp_path / "run"
+    for folder in (bin_dir, etc, run_dir):
+        folder.mkdir()
+    monkeypatch.setattr(conftest, "HOST_PATHS", (f"{bin_dir}/dupfilter*", str(etc),
+                                                 str(run_dir)))
+    monkeypatch.setattr(conftest, "LIVE_PATHS", (str(run_dir),))
+    (bin_dir / "dupfilter").symlink_to("/bin/true")
+    (etc / "dupfilter.toml").write_text("# marker\n")
+    (run_dir / "dupfilter-milter.json").write_text("{}")
+    before = conftest.host_snapshot()
+    assert conftest.host_changes(before, conftest.host_snapshot(), live=False) == []
+    (run_dir / "dupfilter-milter.json").write_text('{"pid": 1}')
+    assert conftest.host_changes(before, conftest.host_snapshot(), live=True) == []
+    assert conftest.host_changes(before, conftest.host_snapshot(), live=False)
+    (bin_dir / "dupfilter").unlink()
+    (bin_dir / "dupfilter").symlink_to("/bin/false")
+    (bin_dir / "dupfilter-db").write_text("")
+    os.utime(etc / "dupfilter.toml", ns=(0, 0))
+    (run_dir / "dupfilter-smtpd.json").write_text("{}")
+    changes = conftest.host_changes(before, conftest.host_snapshot(), live=True)
+    assert [change.split(":")[0] for change in changes] == [
+        f"created {bin_dir}/dupfilter-db", f"created {run_dir}/dupfilter-smtpd.json",
+        f"changed {bin_dir}/dupfilter", f"changed {etc}/dupfilter.toml"], changes
+    # A status file in /run/dupfilter is this session's when its store is in the session's
+    # temporary folder (a benchmark run beside the tests writes there too).
+    session = tmp_path / "session"
+    status = Path("/run/dupfilter/dupfilter-smtpd@guard-test.json")
+    assert not status.exists()
+    assert not conftest.foreign_status(str(status), session)        # unreadable: ours
+    for store, foreign in ((session / "pytest-1" / "db", False), (tmp_path / "bench", True)):
+        text = json.dumps({"store": {"location": str(store)}})
+        with mock.patch.object(Path, "read_text", return_value=text):
+            assert conftest.foreign_status(str(status), session) is foreign

@@ -330,7 +330,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings | None) -> int:
     exit 0 (OK) when every daemon found is healthy or was stopped cleanly, 1 (WARNING: a
     restart needed, errors in the last minutes, a configuration that did not load), 2
     (CRITICAL: not running, hung, store not open, messages unchecked or not recorded in the
-    last minutes), 3 (UNKNOWN: no status file, or one that cannot be read)."""
+    last minutes), 3 (UNKNOWN: no status file, or one that cannot be read).  A settings file
+    that does not load is a WARNING even with no daemon status (a pipe-filter-only host)."""
     from mailfilter.service import (
         CRITICAL,
         OK,
@@ -360,8 +361,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings | None) -> int:
     code = UNKNOWN if not daemons else CRITICAL if CRITICAL in codes else \
         WARNING if WARNING in codes else UNKNOWN if UNKNOWN in codes else OK
     config_error = getattr(args, "config_error", None)
-    if config_error and code in (OK, UNKNOWN):
-        code = WARNING if code == OK else code
+    if config_error and (code == OK or not daemons):
+        # A known problem, daemons or not: a pipe filter reading the file passes mail on
+        # unchecked, a daemon (re)started now would refuse to start.
+        code = WARNING
     if args.json:
         print(json.dumps({"status_dir": str(folder), "healthy": code == OK,
                           "severity": SEVERITY_NAMES[code], "exit_code": code,
@@ -369,7 +372,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings | None) -> int:
         return code
     if config_error:
         print(f"WARNING: the settings do not load (a daemon (re)started now would refuse "
-              f"to start): {config_error}")
+              f"to start; a pipe filter reading them passes mail through unchecked): "
+              f"{config_error}")
     if not daemons:
         print(f"no dupfilter daemon status in {folder} (not started, or started with another "
               "--status-dir)")
