@@ -271,8 +271,10 @@ def _cost_per_kb(raw: bytes) -> float:
 def test_cost_per_kilobyte_stays_flat_from_100_kb_to_5_mb(shape: str) -> None:
     """Each hostile shape costs at most twice as much a KB at 5 MB as at 100 KB (measured
     in the same test): no step does work that grows with the square of the input."""
+    # The best of a few runs each: CPU time still grows on a machine whose other work
+    # evicts our caches, and one unlucky run is not the shape's cost.
     small = min(_cost_per_kb(SHAPES[shape](100 * 1024)) for _ in range(3))
-    large = _cost_per_kb(SHAPES[shape](5 * 1024 * 1024))
+    large = min(_cost_per_kb(SHAPES[shape](5 * 1024 * 1024)) for _ in range(2))
     print(f"{shape}: {small * 1e3:.3f} ms/KB at 100 KB, {large * 1e3:.3f} ms/KB at 5 MB")
     assert large <= 2 * max(small, 2e-6), (shape, small, large)
 
