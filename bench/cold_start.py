@@ -76,6 +76,17 @@ def build_store(path: Path, records: int, corpus_root: Path) -> None:
         print(f"store {path}: {engine.store.stats()['records']} records", flush=True)
 
 
+def build_store_with(checkout: Path, path: Path, records: int, corpus_root: Path) -> None:
+    """The same store as ``checkout``'s own code writes it: its schema may differ from
+    this checkout's, and a dupfilter refuses a schema it does not read."""
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+            "from bench.cold_start import build_store; "
+            "build_store(Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]))")
+    subprocess.run([sys.executable, "-c", code, str(checkout.resolve()), str(path),
+                    str(records), str(corpus_root)], check=True,
+                   env=dict(os.environ, PYTHONPATH=str(checkout.resolve())))
+
+
 def console_script(name: str) -> list[str]:
     """The installed console script beside this interpreter, else the same via ``-c``."""
     script = Path(sys.executable).parent / name
@@ -188,9 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         environments = {name: env for name in commands}
         if args.compare is not None:
             other = dict(env, PYTHONPATH=str(args.compare.resolve()))
+            other_store = store.with_name(f"{store.name}-{args.compare.name}")
+            build_store_with(args.compare, other_store, args.records, corpus_root)
             for mode in ("--tag", "--check"):
                 name = f"dupfilter {mode} ({args.compare.name})"
-                commands[name] = [*dupfilter, "--db", str(store), mode]
+                commands[name] = [*dupfilter, "--db", str(other_store), mode]
                 environments[name] = other
         wall: dict[str, list[float]] = {n: [] for n in commands}
         cpu: dict[str, list[float]] = {n: [] for n in commands}

@@ -14,6 +14,8 @@ reload happens between runs:
   minimal (--reference)  unix:... to bench/peers/minimal_milter.py, a pymilter milter that
                          only collects the message and adds a header: what any Python
                          milter costs here, so that dupfilter's own share shows
+  unix[NAME], tcp[NAME] (--compare CHECKOUT)  the same two milters run from another
+                         checkout (its mailfilter first on PYTHONPATH), in the same rounds
 
 Every run sends ``--messages`` messages of ``--size`` bytes with ``smtp-source -s SESSIONS``
 (one connection per message) to ``user@sink.test``, and waits until the loopback sink has all
@@ -72,6 +74,21 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def peak_rss_mb(pid: int) -> float:
+    """A live process's peak resident set (VmHWM) in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cpu_ratio(cpu_ms: dict[tuple[int, str], list[float]], sessions: int, path: str) -> float:
+    """Median over rounds of a milter's CPU per message over the minimal milter's."""
+    return statistics.median(a / b for a, b in zip(cpu_ms[(sessions, path)],
+                                                   cpu_ms[(sessions, "minimal")], strict=True)
+                             if b > 0) if any(cpu_ms[(sessions, "minimal")]) else float("nan")
+
+
 def run_once(pf: PostfixHarness, port: int, sessions: int, messages: int, size: int,
              timeout: float) -> tuple[float, float, int]:
     """One smtp-source run; returns (accept msg/s, delivered msg/s, delivered count)."""
@@ -112,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", action="store_true",
                         help="add a minimal pymilter milter (bench/peers/minimal_milter.py) "
                              "on a unix socket")
+    parser.add_argument("--compare", type=Path, metavar="CHECKOUT",
+                        help="also run another checkout's dupfilter-milter (unix and TCP) in "
+                             "the same rounds, e.g. a commit unpacked with git archive")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--latency", type=int, default=25, metavar="N",
                         help="also time N single messages per path, one at a time "
@@ -132,6 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.reference:
         ports["minimal"] = free_port()
         master += smtpd_service(ports["minimal"], f"unix:{reference_sock}")
+    other = f"[{args.compare.name}]" if args.compare else ""
+    other_sock = work / "pf" / "milter" / "other.sock"
+    other_tcp = free_port()
+    if args.compare:
+        ports["unix" + other], ports["tcp" + other] = free_port(), free_port()
+        master += (smtpd_service(ports["unix" + other], f"unix:{other_sock}")
+                   + smtpd_service(ports["tcp" + other], f"inet:127.0.0.1:{other_tcp}"))
     pf = PostfixHarness(work / "pf", master_cf=master, keep=False,
                         main_cf=["milter_default_action = tempfail"])
     (work / "pf" / "milter").mkdir(parents=True)
@@ -146,10 +173,20 @@ def main(argv: list[str] | None = None) -> int:
         slow.port, slow.spec = nagle_port, f"inet:{nagle_port}@127.0.0.1"
         slow.address = ("127.0.0.1", nagle_port)
         daemons.append(slow)
-    paths = list(ports)
     milter_of = {"none": None, "unix": daemons[0], "tcp": daemons[1]}
     if args.nagle:
         milter_of["tcp-nagle"] = daemons[2]
+    if args.compare:
+        env = {"PYTHONPATH": str(args.compare.resolve())}
+        milter_of["unix" + other] = MilterDaemon(work / "o-unix", "", socket_path=other_sock,
+                                                 env=env)
+        tcp_other = MilterDaemon(work / "o-tcp", "", kind="inet", env=env)
+        tcp_other.port, tcp_other.spec = other_tcp, f"inet:{other_tcp}@127.0.0.1"
+        tcp_other.address = ("127.0.0.1", other_tcp)
+        milter_of["tcp" + other] = tcp_other
+        daemons += [milter_of["unix" + other], tcp_other]
+    paths = list(ports)
+    peak_mb: dict[str, float] = {}
     reference: subprocess.Popen[bytes] | None = None
     cpu_ms: dict[tuple[int, str], list[float]] = {}
     machine_ms: dict[tuple[int, str], list[float]] = {}
@@ -206,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
                         latency_ms(pf, ports[path], args.latency))
                 # Let these arrive before the next run counts its own.
                 pf.sink.wait(before + args.latency * len(paths), args.timeout)
+        for path, milter in milter_of.items():
+            if milter is not None and milter.proc is not None:
+                peak_mb[path] = peak_rss_mb(milter.proc.pid)
+        if reference is not None:
+            peak_mb["minimal"] = peak_rss_mb(reference.pid)
     finally:
         for d in daemons:
             d.kill()
@@ -221,8 +263,10 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.1f}\n")
     print("| sessions | path | accepted msg/s | delivered msg/s | ratio to none "
           "| per-round ratios | milter CPU ms/msg | machine CPU ms/msg | CPUs busy "
-          "| delivered |")
-    print("|---:|---|---:|---:|---:|---|---:|---:|---:|---:|")
+          "| delivered |" + (" milter CPU / minimal's | delivered / minimal's |"
+                               if args.reference else ""))
+    print("|---:|---|---:|---:|---:|---|---:|---:|---:|---:|" + ("---:|---:|" if args.reference
+                                                               else ""))
     for sessions in args.sessions:
         base = results[(sessions, "none")]
         for path in paths:
@@ -236,7 +280,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"| {statistics.median(cpu_ms[(sessions, path)]):.2f} "
                   f"| {statistics.median(machine_ms[(sessions, path)]):.2f} "
                   f"| {statistics.median(busy[(sessions, path)]):.0%} "
-                  f"| {sum(r[2] for r in runs)}/{sent * len(runs)} |")
+                  f"| {sum(r[2] for r in runs)}/{sent * len(runs)} |"
+                  + (f" {cpu_ratio(cpu_ms, sessions, path):.2f} | " + "{:.2f} |".format(
+                      statistics.median(run[1] / ref[1] for run, ref in zip(
+                          runs, results[(sessions, "minimal")], strict=True)))
+                     if args.reference else ""))
     if latencies:
         print(f"\nOne message at a time ({args.latency} per path per round, median of the "
               "rounds' medians):\n")
@@ -244,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---:|")
         for path in paths:
             print(f"| {path} | {statistics.median(latencies[path]):.1f} |")
+    if peak_mb:
+        print("\nPeak RSS (VmHWM) of each milter process: " + ", ".join(
+            f"{path} {mb:.0f} MB" for path, mb in peak_mb.items()))
     print(f"\nlost: {lost}; milter log lines: {milter_lines}; milter errors: {errors}")
     shutil.rmtree(work, ignore_errors=True)
     return 1 if lost else 0

@@ -96,6 +96,14 @@ def postfix_cpu(pf: PostfixHarness) -> float:
     return total + cpu_seconds(master, children=True)
 
 
+def peak_rss_mb(pid: int) -> float:
+    """A live process's peak resident set (VmHWM) in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def run_path(pf: PostfixHarness, port: int, messages: int, sessions: int, size: int,
              timeout: float) -> tuple[float, int, float]:
     """Send ``messages`` through the entry on ``port``; (seconds, delivered, accept s)."""
@@ -148,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = {"no-filter loop": plain_entry, "dupfilter loop": 0}
     rows: list[dict[str, float]] = []
     lost = 0
+    peak_mb = float("nan")
     try:
         wait_for_port("127.0.0.1", filter_port)
         pf.start()
@@ -183,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {number}: no-filter {row['no-filter loop']:.0f} msg/s, dupfilter "
                   f"{row['dupfilter loop']:.0f} msg/s, ratio {row['ratio']:.2f}",
                   file=sys.stderr, flush=True)
+        peak_mb = peak_rss_mb(daemon.pid)
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon_exit = daemon.wait(60)
@@ -215,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{mid('cpu ratio'):.2f} |")
     total = args.messages * 2 * len(rows)
     print(f"\nlost: {lost} of {total}; extra copies: {extra}; daemon exit status "
-          f"{daemon_exit}")
+          f"{daemon_exit}; dupfilter-smtpd peak RSS (VmHWM) {peak_mb:.0f} MB")
     verdict = "met" if median >= 0.75 and lost == 0 else "NOT met"
     print(f"target (median ratio >= 0.75, nothing lost): {verdict} — the filter costs "
           f"{(1 - median) * 100:.0f}% of the loop's throughput (by CPU per message: "

@@ -309,6 +309,14 @@ def tools(corpus: Corpus, dupfilter: list[str] | None, per_message: list[list[fl
     ]
 
 
+def compared_scan(checkout: Path, corpus: Corpus, dupfilter: list[str]) -> Tool:
+    """``dupfilter-db scan`` of another checkout: its ``mailfilter`` first on the path."""
+    env = dict(os.environ, PYTHONPATH=str(checkout.resolve()))
+    return Tool(f"{SCAN} [{checkout.name}]", lambda w: run_child(
+        [*dupfilter, "--db", w / "db", "scan", "--json", corpus.folder], w, env=env),
+        scan_found(len(corpus.paths)))
+
+
 def warm_rspamd(cache: Path, tmp: Path) -> None:
     """Start the Rspamd peer once on no message: its first start compiles its patterns into
     ``cache`` (about 15 s and a 300 MB peak), which every measured start then reuses."""
@@ -401,6 +409,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", metavar="NAME,...",
                         help="run only the tools whose names contain one of these "
                              "(e.g. 'jobs 1,rensa'); the ratios need scan --jobs 1 or scan")
+    parser.add_argument("--compare", type=Path, action="append", default=[], metavar="CHECKOUT",
+                        help="also another checkout's dupfilter-db scan (e.g. a commit unpacked "
+                             "with git archive) in the same rounds; repeatable")
     parser.add_argument("--rspamd-clients", type=int, default=RSPAMD_CLIENTS,
                         help="requests in flight for the unordered Rspamd rows "
                              f"(default {RSPAMD_CLIENTS})")
@@ -423,6 +434,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         per_message: list[list[float]] = []
         rspamd_cache = tmp / "rspamd-cache"
         contenders = tools(corpus, dupfilter, per_message, args.rspamd_clients, rspamd_cache)
+        if dupfilter is not None:
+            contenders[2:2] = [compared_scan(Path(c), corpus, dupfilter) for c in args.compare]
         if args.only:
             wanted = [part.strip() for part in args.only.split(",") if part.strip()]
             contenders = [t for t in contenders if any(w in t.name for w in wanted)]

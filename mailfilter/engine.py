@@ -216,12 +216,19 @@ class Engine:
 
     def process_later(self, analysis: Analysis, recipients: Sequence[str],
                       plan: Callable[[Verdict], P], *, now: int | None = None,
-                      sender: str | None = None) -> Future[Decision[P]] | None:
+                      sender: str | None = None,
+                      then: Callable[[Decision[P]], object] | None = None
+                      ) -> Future[Decision[P]] | None:
         """:meth:`process` on the writer thread (group commit: many messages a
         transaction, each seeing what the ones before it wrote); None when its queue is
-        full."""
-        inner = self.recorder.submit(lambda: _isolated(
-            lambda: self._process(analysis, recipients, plan, now, sender)))
+        full.  ``then(decision)`` runs right after, in the same transaction (the milter
+        counts its decision there: one commit a message, not two)."""
+        def job() -> Decision[P]:
+            decision = self._process(analysis, recipients, plan, now, sender)
+            if then is not None:
+                then(decision)
+            return decision
+        inner = self.recorder.submit(lambda: _isolated(job))
         if inner is None:
             return None
         outer: Future[Decision[P]] = _future()

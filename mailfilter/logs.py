@@ -77,19 +77,14 @@ class Outcome:
     limit: int | None = None
     recorded: str | bool | None = None
     ms: float | None = None             # time spent deciding and acting
+    # Already counted in the store's decision counters, in the message's own write
+    # transaction (the milter's group commit): the counting observer leaves it alone.
+    counted: bool = False
 
     @property
     def decision(self) -> str:
-        """What was done, for the counters (store.DECISIONS): the action, "skipped" when
-        an allow rule skipped the check, "unchecked" after an error (on_error applied),
-        "refused" before a verdict."""
-        if self.action == Action.REFUSED or self.refused_for:
-            return "refused"
-        if self.verdict is None:
-            return "unchecked"
-        if self.verdict.skipped_by:
-            return "skipped"
-        return str(self.action or "-")
+        """What was done, for the counters (store.DECISIONS): see :func:`decision_of`."""
+        return decision_of(self.action, self.verdict, self.refused_for)
 
     @property
     def level(self) -> int:
@@ -111,6 +106,20 @@ class Outcome:
             if value is not None or key not in _WHEN_SET:
                 out[key] = value
         return out
+
+
+def decision_of(action: Action | str | None, verdict: Verdict | None,
+                refused_for: str | None = None) -> str:
+    """What was done, for the counters (store.DECISIONS): the action, "skipped" when an
+    allow rule skipped the check, "unchecked" after an error (on_error applied), "refused"
+    before a verdict."""
+    if action == Action.REFUSED or refused_for:
+        return "refused"
+    if verdict is None:
+        return "unchecked"
+    if verdict.skipped_by:
+        return "skipped"
+    return str(action or "-")
 
 
 def verdict_fields(verdict: Verdict) -> dict[str, Any]:

@@ -430,3 +430,38 @@ def test_systemd_notify_ready_and_stopping(daemon, tmp_path):
         d.proc.send_signal(signal.SIGTERM)
         assert notify.recv(4096).decode() == "STOPPING=1"
         assert d.proc.wait(20) == 0
+
+
+def test_one_commit_per_message_with_its_decision_counted(daemon):
+    """Each message's decision count goes into the message's own write transaction, so
+    one message at a time costs one disk sync.  Before, the count was a second job on
+    the writer, a commit (and a sync) of its own: 20 transactions for 10 messages, and
+    about a fifth more milter CPU per message."""
+    import json
+
+    import lmdb
+    from support.cli import DUPFILTER_DB, run
+
+    d = daemon("")
+    with d.client() as c:
+        c.message("a@example.test", ["b@example.test"], headers("w0"), body_of(),
+                  queue_id="W0")
+    d.wait_lines(1)
+    time.sleep(0.3)                         # the first message's writes are all done
+
+    def last_txnid() -> int:
+        with lmdb.open(d.db, readonly=True, lock=True, max_dbs=64) as env:
+            return env.info()["last_txnid"]
+
+    before = last_txnid()
+    for number in range(10):
+        with d.client() as c:               # one at a time: each is a batch of its own
+            c.message("a@example.test", ["b@example.test"], headers(f"t{number}"),
+                      body_of(extra=f" Note {number}."), queue_id=f"T{number}")
+    d.wait_lines(11)
+    time.sleep(0.3)
+    assert last_txnid() - before <= 11      # 20 when each count had a commit of its own
+    d.stop()
+    stats = json.loads(run(DUPFILTER_DB, "--db", d.db, "stats", "--json").stdout)
+    (day,) = stats["decisions_per_day"].values()
+    assert day == {"tag": 11}

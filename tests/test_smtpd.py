@@ -1056,3 +1056,41 @@ def test_daemon_notifies_systemd_and_reloads_on_sighup(tmp_path: Path,
         daemon.kill()
     assert len(stub.messages) == 1                  # the duplicate was discarded after HUP
     assert "reloaded" in daemon.log_text()
+
+
+def test_daemon_counts_each_decision_with_its_record(tmp_path: Path, stub: SmtpSink) -> None:
+    """dupfilter-smtpd counts a message's decision (``dupfilter-db stats``) in the
+    message's own write transaction: 10 messages one at a time are 10 commits.  Before,
+    each count was a write transaction of its own after the message's: 20 commits, a
+    second wait for the disk and more CPU per message."""
+    import json
+
+    import lmdb
+    from support.cli import DUPFILTER_DB, run
+
+    daemon = smtpd_daemon(tmp_path, stub, "--allow-root").start()
+    try:
+        def send(number: int) -> None:
+            raw = crlf(make_message(body(300 + number), message_id=f"<n{number}@example.org>"))
+            with smtplib.SMTP("127.0.0.1", daemon.port, timeout=30) as client:
+                client.sendmail("ann@example.org", ["bob@example.net"], raw)
+
+        send(0)
+        time.sleep(0.3)                     # the first message's writes are all done
+
+        def last_txnid() -> int:
+            with lmdb.open(daemon.db, readonly=True, lock=True, max_dbs=64) as env:
+                return env.info()["last_txnid"]
+
+        before = last_txnid()
+        for number in range(1, 11):
+            send(number)
+        assert stub.wait(11)
+        time.sleep(0.3)
+        assert last_txnid() - before <= 11  # 20 when each count had a commit of its own
+        assert daemon.stop() == 0
+    finally:
+        daemon.kill()
+    stats = json.loads(run(DUPFILTER_DB, "--db", daemon.db, "stats", "--json").stdout)
+    (day,) = stats["decisions_per_day"].values()
+    assert day == {"tag": 11}

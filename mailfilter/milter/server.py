@@ -17,6 +17,7 @@ import socket
 import stat
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 
 import Milter
@@ -57,6 +58,8 @@ from mailfilter.service import (
 
 # Seconds SIGTERM waits for messages in flight before exiting anyway.
 SHUTDOWN_GRACE_SECONDS = 30.0
+# After the drain: time for libmilter to send the last answers (see serve()).
+REPLY_SECONDS = 0.2
 SWITCH_INTERVAL = 0.0005
 SHUTDOWN_SIGNALS = {signal.SIGHUP, signal.SIGINT, signal.SIGTERM}
 # [milter] keys that SIGHUP cannot change: the socket is open and libmilter has its timeout.
@@ -324,6 +327,10 @@ def serve(settings: Settings, logger: logging.Logger, *, user: str | None = None
         if not runtime.drain(SHUTDOWN_GRACE_SECONDS):
             logger.warning("stopping with %d message(s) still in flight after %ds",
                            runtime.inflight, SHUTDOWN_GRACE_SECONDS)
+        # A message stops being in flight when its end-of-message callback returns;
+        # libmilter writes the answer after that.  Leaving at once could cut it off (seen
+        # once the decision count no longer took a commit of its own after the message).
+        time.sleep(REPLY_SECONDS)
         # No milter.stop(): smfi_stop() waits for the listener's lock, which libmilter holds
         # through 5-second polls.  Nothing is in flight any more: remove the socket, leave.
         if path and stat.S_ISSOCK(_mode(path)):

@@ -61,6 +61,7 @@ class Checked:
     error: BaseException | None = None  # why it could not be checked (on_error)
     recording: Recording | None = None  # what recording did (taken back if not delivered)
     record_error: str | None = None     # why it could not be recorded (checked anyway)
+    counted: bool = False               # its decision counted with its record (group commit)
 
 
 class FilterHandler:
@@ -146,16 +147,20 @@ class FilterHandler:
             if known is None:
                 raise
             return self._checked(known, engine, raw)
-        future = engine.process_later(analysis, recipients, planned, sender=sender)
+        future = engine.process_later(analysis, recipients, planned, sender=sender,
+                                      then=lambda done: LazyEngine.count_with(engine, done))
+        counted = False
         if future is None:
             decision = engine.process(analysis, recipients, planned, sender=sender)
         else:
             try:
-                decision = future.result(PROCESS_SECONDS)
+                decision, counted = future.result(PROCESS_SECONDS), True
             except StoreError as error:    # recording failed (disk full): checked anyway
                 decision = engine.process_unrecorded(analysis, recipients, planned, error,
                                                      sender=sender)
-        return self._checked(decision, engine, raw)
+        checked = self._checked(decision, engine, raw)
+        checked.counted = counted
+        return checked
 
     def _checked(self, decision: Decision[Disposition], engine: Engine, raw: bytes
                  ) -> Checked:
@@ -219,6 +224,7 @@ class FilterHandler:
         outcome.verdict, outcome.action = checked.verdict, disposition.action
         outcome.dropped = len(disposition.drop) if disposition.keep else None
         outcome.note = disposition.note
+        outcome.counted = checked.counted
         if checked.error is not None:
             failed(outcome, checked.error)
         reply, next_hop = await self._act(checked, relay, outcome)
