@@ -30,8 +30,11 @@ from mailfilter.config import check_store
 T = TypeVar("T")
 # The store's layout (its sub-databases or keys); a store of an older layout is upgraded
 # by the first process that opens it for writing.  3: the text index and the recipients
-# under their text cluster.
-SCHEMA_VERSION = 3
+# under their text cluster.  4: LMDB's indexes of text clusters (one record per cluster under
+# each index hash and each distinct histogram, and a cluster's members); Redis's layout is
+# that of 3.
+SCHEMA_VERSION = 4
+READABLE_SCHEMAS = frozenset({1, 2, 3, 4})
 # The record format: the first byte of every encoded record.  Versions 1 (no ``features``)
 # and 2 (no cluster, every index hash filed) are still read; records are written as 3.
 RECORD_VERSION = 3
@@ -352,6 +355,9 @@ class Query:
     #                                 0: no counts
     recipients: tuple[int, ...] = ()   # recipient keys: which of them each cluster found
     #                                    has been delivered to (Found.delivered)
+    per_text: bool = False          # sketch hashes and histogram window: one record per text
+    #                                 cluster (a store that indexes clusters: LMDB), not every
+    #                                 copy; a newsletter's 10,000 copies are then one entry
 
 
 @dataclass(slots=True)
