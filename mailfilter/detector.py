@@ -80,6 +80,9 @@ class Recording:
 
 # Records of one text cluster weighed in one check, besides exact matches.
 CLUSTER_CANDIDATES = 2
+# The newest members of a text cluster a check reads besides the one filing a sketch hash
+# for it (Query.members): the copies most like what arrives next.
+CLUSTER_MEMBERS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +252,7 @@ class Detector:
             recipients=tuple(dict.fromkeys(self.recipient_key(r) for r in recipients))
             if scoped else (),
             per_text=not every_copy,
+            members=CLUSTER_MEMBERS,
         )
 
     def candidates(self, fp: Fingerprint, query: Query, found: Found, *,
@@ -529,8 +533,12 @@ def _shingle_hits(found: Found, query: Query, index_size: int) -> dict[int, int]
         wanted = frozenset(looked_up)
         records = found.records
         ids = dict.fromkeys(doc_id for value in looked_up for doc_id in found.by_shingle[value])
-        return {doc_id: len(wanted.intersection(records[doc_id].sketch[:index_size]))
+        for doc_id in list(ids):        # and the newest members of their clusters
+            if doc_id in records:
+                ids.update(dict.fromkeys(found.members.get(records[doc_id].cluster_id, ())))
+        held = {doc_id: len(wanted.intersection(records[doc_id].sketch[:index_size]))
                 for doc_id in ids if doc_id in records}
+        return {doc_id: count for doc_id, count in held.items() if count}
     hits: dict[int, int] = {}
     for value in looked_up:
         for doc_id in found.by_shingle[value]:

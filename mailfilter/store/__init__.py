@@ -358,6 +358,8 @@ class Query:
     per_text: bool = False          # sketch hashes and histogram window: one record per text
     #                                 cluster (a store that indexes clusters: LMDB), not every
     #                                 copy; a newsletter's 10,000 copies are then one entry
+    members: int = 0                # with per_text: the newest members of each text cluster
+    #                                 found under a sketch hash (Found.members)
 
 
 @dataclass(slots=True)
@@ -380,6 +382,8 @@ class Found:
     records: dict[int, Record] = field(default_factory=dict)
     # cluster id (Record.cluster_id) → the query's recipient keys filed under it
     delivered: dict[int, frozenset[int]] = field(default_factory=dict)
+    # text cluster found under a sketch hash → its newest members (Query.members)
+    members: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:

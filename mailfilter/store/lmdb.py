@@ -574,6 +574,8 @@ class LmdbStore:
             for key, data in txn.cursor(db=self.docs).getmulti([_u64(i) for i in wanted]):
                 doc_id = _U64.unpack(key)[0]
                 found.records[doc_id] = decode(doc_id, data)
+        if per_text and query.members and found.by_shingle:
+            self._members(txn, query, found)
         # Counts of the further hashes matter only when there are records to compare.
         rest = [value for value in dict.fromkeys(query.counted) if value not in found.counts]
         if rest and found.records and texts is not None and query.count_limit:
@@ -592,6 +594,26 @@ class LmdbStore:
                 if had:
                     found.delivered[cluster] = had
         return found
+
+    def _members(self, txn: lmdb.Transaction, query: Query, found: Found) -> None:
+        """The newest ``query.members`` members of each text cluster found under a sketch
+        hash, and their records."""
+        cursor = txn.cursor(db=self.index["by_cluster"])
+        records = found.records
+        clusters = dict.fromkeys(records[doc_id].cluster_id for ids in found.by_shingle.values()
+                                 for doc_id in ids if doc_id in records)
+        more = []
+        for cluster in clusters:
+            ids = self._postings(cursor, _u64(cluster), query.members)
+            found.members[cluster] = ids
+            more += [doc_id for doc_id in ids if doc_id not in records]
+        decode = Record.decode
+        for doc_id in sorted(more):
+            data = txn.get(_u64(doc_id), db=self.docs)
+            if data is not None:
+                records[doc_id] = decode(doc_id, data)
+        if more:
+            found.records = dict(sorted(records.items()))
 
     def _histogram_window(self, txn: lmdb.Transaction, probe: Query, result: Found) -> None:
         """The histogram rule's candidates: the records under the probe's group keys (every
