@@ -80,6 +80,9 @@ _NUMPY_WINDOW = 32    # from here on numpy is faster than the loop (measured: 31
 # ... when the process has numpy already (batch work, daemons); one that has not (the pipe
 # filter, started for one message) would spend more on importing it than the loop takes.
 _NUMPY_WINDOW_COLD = 20_000
+# Below this many ids a set or a sort in Python beats numpy's unique and lexsort (whose fixed
+# cost is some 20 µs a call).
+_NUMPY_UNIQUE = 512
 _VERDICT_CODES = {Kind.UNIQUE: 0, Kind.DUPLICATE: 1, Kind.NEAR_DUPLICATE: 2}
 # Daemons' decisions share the `counts` sub-database, from code 16 on (count_decision).
 _DECISION_BASE = 16
@@ -182,11 +185,22 @@ def _close_histograms_numpy(packed: memoryview, layout: _Entries, probe: Query
         total += words[:, column]
     differing = (total * np.uint32(0x01010101)) >> np.uint32(24)
     ids = entries[:, layout.id:layout.id + 8].copy().view(">u8").ravel()
-    distinct = len(ids) if layout.group is None else len(np.unique(ids))
+    if layout.group is None:
+        distinct = len(ids)
+    elif len(ids) < _NUMPY_UNIQUE:      # a Python set is quicker than np.unique here
+        distinct = len(set(ids.tolist()))
+    else:
+        distinct = len(np.unique(ids))
     rows = np.flatnonzero(differing <= probe.histogram_max_positions)
     if not len(rows):
         return [], distinct
     ids, positions = ids[rows], differing[rows]
+    if len(rows) < _NUMPY_UNIQUE:       # few matches (nearly always): ordered in Python
+        close: dict[int, int] = {}
+        for position, doc_id in sorted(zip(positions.tolist(), ids.tolist(), strict=True)):
+            close.setdefault(doc_id, position)      # each record once, at its closest
+        return [(position, doc_id) for doc_id, position in close.items()
+                ][:probe.histogram_limit], distinct
     order = np.lexsort((ids, positions))   # closest, then oldest
     if layout.group is not None:           # each record once
         _, first = np.unique(ids[order], return_index=True)
