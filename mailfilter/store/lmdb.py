@@ -2,21 +2,24 @@
 
 Keys are fixed-width big-endian so that ranges scan in order:
 
-=============  ==========================================  ============================
-sub-database   key                                         value
-=============  ==========================================  ============================
-``meta``       ``schema``, ``parameters``, ``next_id``     JSON / counters
-``docs``       id (u64)                                    encoded :class:`Record`
-``by_hist``    histogram group key (15), dupsort+dupfixed   the other 24 bins + id (u64)
-``by_shingle`` sketch hash (u32), dupsort+dupfixed         id (u64)
-``by_text``    sketch hash (u32), dupsort+dupfixed         id (u64) of records it is new to
-``by_digest``  exact digest (16), dupsort+dupfixed         id (u64)
-``by_msgid``   Message-ID key (16), dupsort+dupfixed       id (u64)
-``by_chunk``   attachment chunk digest (u64), dupsort      id (u64)
-``by_rcpt``    recipient key (u64) + cluster id (u64)      id (u64), dupsort+dupfixed
-``by_time``    last seen (u32) + id (u64)                  empty
-``counts``     day (u32, days since epoch) + verdict       u64 count
-=============  ==========================================  ============================
+===================  ==========================================  ================================
+sub-database         key                                         value
+===================  ==========================================  ================================
+``meta``             ``schema``, ``parameters``, ``next_id``     JSON / counters
+``docs``             id (u64)                                    encoded :class:`Record`
+``by_hist``          histogram group key (15), dupsort+dupfixed  the other 24 bins + id (u64)
+``by_shingle``       sketch hash (u32), dupsort+dupfixed         id (u64)
+``by_text``          sketch hash (u32), dupsort+dupfixed         id (u64) of records it is new to
+``by_digest``        exact digest (16), dupsort+dupfixed         id (u64)
+``by_msgid``         Message-ID key (16), dupsort+dupfixed       id (u64)
+``by_chunk``         attachment chunk digest (u64), dupsort      id (u64)
+``by_rcpt``          recipient key (u64) + cluster id (u64)      id (u64), dupsort+dupfixed
+``by_text_shingle``  sketch hash (u32), dupsort+dupfixed         cluster id (u64) + id (u64)
+``by_text_hist``     as ``by_hist``                              the other 24 bins + cluster + id
+``by_cluster``       cluster id (u64), dupsort+dupfixed          id (u64) of each member
+``by_time``          last seen (u32) + id (u64)                  empty
+``counts``           day (u32, days since epoch) + verdict       u64 count
+===================  ==========================================  ================================
 
 ``by_hist`` holds each record three times, under (group, sum, the group's 12 bins) for each
 group of bins (see :func:`mailfilter.store.histogram_keys`): the histogram rule's lookup is
@@ -30,8 +33,13 @@ new to its text cluster (``Record.novel``): how many entries a hash has there is
 *different* texts hold it, whatever number of copies of each; ``by_rcpt`` every recipient
 of a record under the record's cluster, so that "did this recipient have this text?" is one
 look-up however many copies the cluster has (stores made before it have none: records'
-own recipient lists answer for them).  Schema 1 stores (a ``by_sum`` index: sum → histogram +
-id) are upgraded by the first process that opens them for writing.  Many processes may share
+own recipient lists answer for them).  ``by_text_shingle`` and ``by_text_hist`` (schema 4)
+hold each text cluster once under each index hash and each distinct histogram its members
+have (the first member that had it, or after it is removed another): a check reads them
+(``Query.per_text``), so a newsletter's 10,000 copies cost it what one does;
+``by_shingle`` and ``by_hist`` still hold every record (``forget`` reads every copy).
+Schema 1 stores (a ``by_sum`` index: sum → histogram + id) and later ones are upgraded by
+the first process that opens them for writing.  Many processes may share
 the store; the map grows when it is full.
 """
 
