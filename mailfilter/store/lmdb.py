@@ -200,21 +200,21 @@ def _close_histograms_numpy(packed: memoryview, layout: _Entries, probe: Query
     else:
         distinct = len(np.unique(ids))
     rows = np.flatnonzero(differing <= probe.histogram_max_positions)
-    if not len(rows):
+    if not len(rows) or probe.histogram_limit <= 0:
         return [], distinct
     ids, positions = ids[rows], differing[rows]
-    if len(rows) < _NUMPY_UNIQUE:       # few matches (nearly always): ordered in Python
-        close: dict[int, int] = {}
-        for position, doc_id in sorted(zip(positions.tolist(), ids.tolist(), strict=True)):
-            close.setdefault(doc_id, position)      # each record once, at its closest
-        return [(position, doc_id) for doc_id, position in close.items()
-                ][:probe.histogram_limit], distinct
     order = np.lexsort((ids, positions))   # closest, then oldest
-    if layout.group is not None:           # each record once
-        _, first = np.unique(ids[order], return_index=True)
-        order = order[np.sort(first)]
-    order = order[:probe.histogram_limit]
-    return list(zip(positions[order].tolist(), ids[order].tolist(), strict=True)), distinct
+    if layout.group is None:
+        order = order[:probe.histogram_limit]
+        return list(zip(positions[order].tolist(), ids[order].tolist(), strict=True)), distinct
+    close: dict[int, int] = {}             # each record once, at its closest
+    limit = probe.histogram_limit
+    for position, doc_id in zip(positions[order].tolist(), ids[order].tolist(), strict=True):
+        if doc_id not in close:
+            close[doc_id] = position
+            if len(close) >= limit:
+                break
+    return [(position, doc_id) for doc_id, position in close.items()], distinct
 
 
 def _files(cursor: lmdb.Cursor, key: bytes, prefix: bytes) -> bool:
