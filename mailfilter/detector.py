@@ -253,6 +253,8 @@ class Detector:
             if scoped else (),
             per_text=not every_copy,
             members=CLUSTER_MEMBERS,
+            # (a check weighs no more of one cluster: those _few_per_cluster keeps)
+            per_cluster=CLUSTER_CANDIDATES,
         )
 
     def candidates(self, fp: Fingerprint, query: Query, found: Found, *,

@@ -360,6 +360,8 @@ class Query:
     #                                 copy; a newsletter's 10,000 copies are then one entry
     members: int = 0                # with per_text: the newest members of each text cluster
     #                                 found under a sketch hash (Found.members)
+    per_cluster: int = 0            # with per_text: histogram matches kept per text cluster,
+    #                                 the newest of the closest histogram_limit (0: all)
 
 
 @dataclass(slots=True)

@@ -217,6 +217,25 @@ def _close_histograms_numpy(packed: memoryview, layout: _Entries, probe: Query
     return [(position, doc_id) for doc_id, position in close.items()], distinct
 
 
+def _newest_per_cluster(packed: bytes, close: list[tuple[int, int]], most: int
+                        ) -> list[tuple[int, int]]:
+    """Of the closest matches (by_text_hist entries ``packed``), the newest ``most`` of
+    each text cluster, in order (Query.per_cluster)."""
+    width, at = _TEXT_GROUPED.width, _TEXT_GROUPED.id
+    cluster_of = {}
+    for _positions, doc_id in close:
+        needle = _u64(doc_id)
+        found = packed.find(needle, at)
+        while found >= 0 and (found - at) % width:
+            found = packed.find(needle, found + 1)
+        cluster_of[doc_id] = packed[found - 8:found]
+    kept: dict[bytes, list[int]] = {}
+    for doc_id in sorted(cluster_of, reverse=True):
+        kept.setdefault(cluster_of[doc_id], []).append(doc_id)
+    newest = {doc_id for ids in kept.values() for doc_id in ids[:most]}
+    return [(positions, doc_id) for positions, doc_id in close if doc_id in newest]
+
+
 def _files(cursor: lmdb.Cursor, key: bytes, prefix: bytes) -> bool:
     """True when ``key`` has an entry whose value starts with ``prefix`` (a dupsort
     database: one positioning)."""
@@ -662,6 +681,8 @@ class LmdbStore:
             close, count = _close_histograms_numpy(packed, layout, probe)
         else:
             close, count = _close_histograms(bytes(packed), layout, probe)
+        if layout is _TEXT_GROUPED and probe.per_cluster and len(close) > probe.per_cluster:
+            close = _newest_per_cluster(bytes(packed), close, probe.per_cluster)
         result.histogram_window_size = count
         result.by_histogram = {doc_id: positions for positions, doc_id in close}
 
