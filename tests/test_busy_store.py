@@ -160,8 +160,8 @@ def test_a_check_reads_one_record_of_a_text_however_many_copies(
     """LMDB files a text cluster once under each index hash and each histogram of its
     copies (docs/scaling.md, mass mail), so a check reads as many records with 40 copies
     stored as with 10 (the cluster's filer and its newest members).  Before, it read the
-    newest 48 copies under each hash and every copy in the histogram window: with 40
-    copies 41 records, with 10 copies 11."""
+    newest 48 copies under each hash and every copy in the histogram window: as many
+    records as copies (10, then 40; on 34d33cd)."""
     if backend != "lmdb":
         pytest.skip("Redis reads every copy under a key (docs/scaling.md)")
     read = {}
