@@ -80,6 +80,9 @@ class Recording:
 
 # Records of one text cluster weighed in one check, besides exact matches.
 CLUSTER_CANDIDATES = 2
+# The newest members of a text cluster a check reads besides the one filing a sketch hash
+# for it (Query.members): the copies most like what arrives next.
+CLUSTER_MEMBERS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,8 +223,10 @@ class Detector:
             self.settings.histogram_min_chars
 
     def query(self, fp: Fingerprint, message_id: str | None,
-              recipients: Sequence[str] = ()) -> Query:
-        """What to read for one message (every limit is a detector setting)."""
+              recipients: Sequence[str] = (), *, every_copy: bool = False) -> Query:
+        """What to read for one message (every limit is a detector setting): one record
+        per text cluster under a sketch hash or a histogram where the store can (a check
+        weighs at most CLUSTER_CANDIDATES of a cluster), every copy with ``every_copy``."""
         s = self.settings
         # Short texts are looked up by their shingles too: a short message sent again with
         # a line added shares all of them (the resend rule decides what that means).
@@ -246,6 +251,10 @@ class Detector:
             count_limit=s.common_postings,
             recipients=tuple(dict.fromkeys(self.recipient_key(r) for r in recipients))
             if scoped else (),
+            per_text=not every_copy,
+            members=CLUSTER_MEMBERS,
+            # (a check weighs no more of one cluster: those _few_per_cluster keeps)
+            per_cluster=CLUSTER_CANDIDATES,
         )
 
     def candidates(self, fp: Fingerprint, query: Query, found: Found, *,
@@ -263,7 +272,7 @@ class Detector:
         s = self.settings
         boilerplate = {value: count for value, count in found.counts.items()
                        if count >= query.count_limit}
-        hits = _shingle_hits(found, query)
+        hits = _shingle_hits(found, query, self.index_size)
         least = max(1, len(query.shingles) // 8)
         by_shingle = dict(sorted(((doc_id, count) for doc_id, count in hits.items()
                                   if count >= least),
@@ -295,7 +304,7 @@ class Detector:
         same round trip when nothing it finds could make it other than unique.  With
         ``every_copy``, every copy of a text found is weighed (``forget`` lists them all).
         """
-        query = self.query(fp, message_id, recipients)
+        query = self.query(fp, message_id, recipients, every_copy=every_copy)
         new = None
         if record_at is not None:
             new = self._new_record(fp, message_id, recipients, record_at, 1)
@@ -512,14 +521,26 @@ def _few_per_cluster(records: dict[int, Record], exact: set[int],
     return {doc_id: record for doc_id, record in records.items() if doc_id in chosen}
 
 
-def _shingle_hits(found: Found, query: Query) -> dict[int, int]:
-    """How many of the query's index hashes each record found is under, counting only the
-    hashes fewer than ``query.count_limit`` different texts hold (the others are
-    boilerplate), unless every hash found is such; first found first."""
+def _shingle_hits(found: Found, query: Query, index_size: int) -> dict[int, int]:
+    """How many of the query's index hashes each record found under them holds, counting
+    only the hashes fewer than ``query.count_limit`` different texts hold (the others are
+    boilerplate), unless every hash found is such; first found first.  (Counted in the
+    records' sketches: with ``Query.per_text`` a hash lists one record per text cluster,
+    which holds more of the query's hashes than it is listed under.)"""
     limit = query.count_limit
     present = [value for value in query.shingles if value in found.by_shingle]
     looked_up = [value for value in present
                  if not limit or found.counts.get(value, 0) < limit] or present
+    if query.per_text:
+        wanted = frozenset(looked_up)
+        records = found.records
+        ids = dict.fromkeys(doc_id for value in looked_up for doc_id in found.by_shingle[value])
+        for doc_id in list(ids):        # and the newest members of their clusters
+            if doc_id in records:
+                ids.update(dict.fromkeys(found.members.get(records[doc_id].cluster_id, ())))
+        held = {doc_id: len(wanted.intersection(records[doc_id].sketch[:index_size]))
+                for doc_id in ids if doc_id in records}
+        return {doc_id: count for doc_id, count in held.items() if count}
     hits: dict[int, int] = {}
     for value in looked_up:
         for doc_id in found.by_shingle[value]:

@@ -133,3 +133,78 @@ def test_one_text_to_more_mailboxes_than_a_record_keeps(engine: Engine) -> None:
             f"user{number}@example.org",), (number, verdict_value(again))
     assert engine.check(announcement(5000), ["stranger@example.org"]).kind is Kind.UNIQUE
     assert engine.store.verify() == []
+
+
+def copies_to_mailboxes(engine: Engine, count: int, *, first_at: int | None = None,
+                        at: int | None = None) -> None:
+    """``count`` personalised copies of the newsletter, each to its own mailbox
+    (reader0@... gets the first, at ``first_at`` when given)."""
+    for number in range(count):
+        engine.check(newsletter(number, NAMES[number % len(NAMES)]),
+                     [f"reader{number}@example.org"], now=first_at if number == 0 else at)
+
+
+def assert_text_still_known(engine: Engine) -> None:
+    """A mailbox that had a copy gets a duplicate, a new one a new message; the store's
+    indexes are sound."""
+    again = engine.check(newsletter(2000, "Zed"), ["reader5@example.org"], record=False)
+    assert again.is_duplicate and again.recipients_seen == ("reader5@example.org",), \
+        verdict_value(again)
+    assert engine.check(newsletter(2001, "Zed"), ["newcomer@example.org"],
+                        record=False).kind is Kind.UNIQUE
+    assert engine.store.verify() == []
+
+
+def test_a_check_reads_one_record_of_a_text_however_many_copies(
+        engine: Engine, backend: str) -> None:
+    """LMDB files a text cluster once under each index hash and each histogram of its
+    copies (docs/scaling.md, mass mail), so a check reads as many records with 40 copies
+    stored as with 10 (the cluster's filer and its newest members).  Before, it read the
+    newest 48 copies under each hash and every copy in the histogram window: as many
+    records as copies (10, then 40; on 34d33cd)."""
+    if backend != "lmdb":
+        pytest.skip("Redis reads every copy under a key (docs/scaling.md)")
+    read = {}
+    copies = 0
+    for count in (10, 40):
+        for number in range(copies, count):
+            engine.check(newsletter(number, NAMES[number % len(NAMES)]),
+                         [f"reader{number}@example.org"])
+        copies = count
+        probe = engine.analyse(newsletter(3000, "Zed"))
+        query = engine.detector.query(probe.fingerprint, probe.message_id,
+                                      ["reader5@example.org"])
+        read[count] = len(engine.store.lookup(query).records)
+    assert read[40] == read[10] <= 1 + engine.detector.query(
+        probe.fingerprint, None).members + 2, read
+    assert_text_still_known(engine)
+
+
+def test_the_copy_that_filed_a_text_forgotten_the_others_still_find_it(
+        engine: Engine) -> None:
+    """The first copy of a text files what its cluster holds (index hashes, histogram);
+    when it is forgotten, another copy files them, and the text is still found for every
+    mailbox that had it.  Without the hand-over the second copy for reader5 was unique
+    (nothing in the text indexes named the cluster any more) and verify listed the
+    cluster's missing entries."""
+    copies_to_mailboxes(engine, 12)
+    first = [r for r in engine.store.records() if r.message_id == "<issue214.0@news.example.com>"]
+    assert len(first) == 1 and first[0].cluster == 0
+    assert engine.store.forget([first[0].doc_id]) == 1
+    assert_text_still_known(engine)
+
+
+def test_a_pruned_first_copy_leaves_its_text_findable(engine: Engine, backend: str) -> None:
+    """Pruning removes the oldest record first, which is the one that filed its text's
+    entries: the copies left keep the text findable (they file the entries instead), and
+    once every copy is pruned nothing of the text is left in the indexes."""
+    if backend != "lmdb":
+        pytest.skip("Redis prunes by TTL, a segment at a time")
+    now = 1_800_000_000
+    copies_to_mailboxes(engine, 12, first_at=now - 40 * 86400, at=now)
+    assert engine.store.prune(now - 30 * 86400) == 1
+    assert_text_still_known(engine)
+    assert engine.store.prune(now + 1) == 11
+    assert engine.store.verify() == []
+    stats = engine.store.stats()
+    assert stats["records"] == 0 and not any(stats["postings"].values()), stats["postings"]

@@ -16,6 +16,7 @@ from support import schema1
 
 from mailfilter.config import Settings
 from mailfilter.engine import Engine
+from mailfilter.names import Kind
 from mailfilter.store import (
     FEATURES_MAX,
     LAYOUT,
@@ -575,3 +576,46 @@ def test_a_store_written_before_text_clusters_is_upgraded(
         found = upgraded.store.lookup(query)
         assert max(found.counts.values()) == 3          # three different texts hold it
         assert sorted(found.delivered.values()) == [frozenset(query.recipients)]
+
+
+@every_backend
+def test_a_store_written_before_text_cluster_indexes_is_upgraded(
+        engine: Engine, settings: Settings, store_location: str, backend: str) -> None:
+    """A schema 3 store (LMDB without by_text_shingle, by_text_hist and by_cluster) opens
+    upgraded: schema 4, verify clean (each text cluster files each of its index hashes and
+    histograms once), and a newsletter's copies are still one text: a mailbox that had a
+    copy gets a duplicate, a new one a new message.  Without the upgrade the check read
+    the empty cluster indexes and called the mailbox's second copy unique."""
+    from support import schema3
+    text = paragraph_text(77, count=260)
+
+    def copy(number: int) -> bytes:
+        name = ("Ann", "Bob", "Carol", "Dan", "Eve")[number % 5]
+        return make_message(f"Hi {name},\n\n{text}\n\nYou subscribed as reader{number}@"
+                            f"example.net.\nUnsubscribe: https://news.example.com/u/"
+                            f"{number * 7919:08x}\n", sender="letters@news.example.com",
+                            message_id=f"<copy{number}@news.example.com>")
+    for number in range(8):
+        engine.check(copy(number), [f"reader{number}@example.org"])
+    engine.close()
+    if backend == "lmdb":
+        schema3.downgrade_lmdb(Path(store_location))
+    else:
+        import redis
+        client = (redis.RedisCluster if backend == "cluster" else redis.Redis).from_url(
+            store_location)
+        schema3.downgrade_redis(client)
+        client.close()
+    with Engine(settings, store_location) as upgraded:
+        assert upgraded.store.verify() == []
+        assert len({record.cluster_id for record in upgraded.store.records()}) == 1
+        again = upgraded.check(copy(100), ["reader3@example.org"], record=False)
+        assert again.is_duplicate and again.recipients_seen == ("reader3@example.org",)
+        assert upgraded.check(copy(101), ["new@example.org"], record=False).kind \
+            is Kind.UNIQUE
+    if backend == "lmdb":
+        import lmdb
+        env = lmdb.open(store_location, max_dbs=16, readonly=True)
+        with env.begin() as txn:
+            assert txn.get(b"schema", db=env.open_db(b"meta", txn=txn)) == b"4"
+        env.close()

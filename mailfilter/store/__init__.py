@@ -30,8 +30,11 @@ from mailfilter.config import check_store
 T = TypeVar("T")
 # The store's layout (its sub-databases or keys); a store of an older layout is upgraded
 # by the first process that opens it for writing.  3: the text index and the recipients
-# under their text cluster.
-SCHEMA_VERSION = 3
+# under their text cluster.  4: LMDB's indexes of text clusters (one record per cluster under
+# each index hash and each distinct histogram, and a cluster's members); Redis's layout is
+# that of 3.
+SCHEMA_VERSION = 4
+READABLE_SCHEMAS = frozenset({1, 2, 3, 4})
 # The record format: the first byte of every encoded record.  Versions 1 (no ``features``)
 # and 2 (no cluster, every index hash filed) are still read; records are written as 3.
 RECORD_VERSION = 3
@@ -359,6 +362,13 @@ class Query:
     #                                 0: no counts
     recipients: tuple[int, ...] = ()   # recipient keys: which of them each cluster found
     #                                    has been delivered to (Found.delivered)
+    per_text: bool = False          # sketch hashes and histogram window: one record per text
+    #                                 cluster (a store that indexes clusters: LMDB), not every
+    #                                 copy; a newsletter's 10,000 copies are then one entry
+    members: int = 0                # with per_text: the newest members of each text cluster
+    #                                 found under a sketch hash (Found.members)
+    per_cluster: int = 0            # with per_text: histogram matches kept per text cluster,
+    #                                 the newest of the closest histogram_limit (0: all)
 
 
 @dataclass(slots=True)
@@ -381,6 +391,8 @@ class Found:
     records: dict[int, Record] = field(default_factory=dict)
     # cluster id (Record.cluster_id) → the query's recipient keys filed under it
     delivered: dict[int, frozenset[int]] = field(default_factory=dict)
+    # text cluster found under a sketch hash → its newest members (Query.members)
+    members: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:

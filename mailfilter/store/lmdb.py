@@ -2,21 +2,24 @@
 
 Keys are fixed-width big-endian so that ranges scan in order:
 
-=============  ==========================================  ============================
-sub-database   key                                         value
-=============  ==========================================  ============================
-``meta``       ``schema``, ``parameters``, ``next_id``     JSON / counters
-``docs``       id (u64)                                    encoded :class:`Record`
-``by_hist``    histogram group key (15), dupsort+dupfixed   the other 24 bins + id (u64)
-``by_shingle`` sketch hash (u32), dupsort+dupfixed         id (u64)
-``by_text``    sketch hash (u32), dupsort+dupfixed         id (u64) of records it is new to
-``by_digest``  exact digest (16), dupsort+dupfixed         id (u64)
-``by_msgid``   Message-ID key (16), dupsort+dupfixed       id (u64)
-``by_chunk``   attachment chunk digest (u64), dupsort      id (u64)
-``by_rcpt``    recipient key (u64) + cluster id (u64)      id (u64), dupsort+dupfixed
-``by_time``    last seen (u32) + id (u64)                  empty
-``counts``     day (u32, days since epoch) + verdict       u64 count
-=============  ==========================================  ============================
+===================  ==========================================  ================================
+sub-database         key                                         value
+===================  ==========================================  ================================
+``meta``             ``schema``, ``parameters``, ``next_id``     JSON / counters
+``docs``             id (u64)                                    encoded :class:`Record`
+``by_hist``          histogram group key (15), dupsort+dupfixed  the other 24 bins + id (u64)
+``by_shingle``       sketch hash (u32), dupsort+dupfixed         id (u64)
+``by_text``          sketch hash (u32), dupsort+dupfixed         id (u64) of records it is new to
+``by_digest``        exact digest (16), dupsort+dupfixed         id (u64)
+``by_msgid``         Message-ID key (16), dupsort+dupfixed       id (u64)
+``by_chunk``         attachment chunk digest (u64), dupsort      id (u64)
+``by_rcpt``          recipient key (u64) + cluster id (u64)      id (u64), dupsort+dupfixed
+``by_text_shingle``  sketch hash (u32), dupsort+dupfixed         cluster id (u64) + id (u64)
+``by_text_hist``     as ``by_hist``                              the other 24 bins + cluster + id
+``by_cluster``       cluster id (u64), dupsort+dupfixed          id (u64) of each member
+``by_time``          last seen (u32) + id (u64)                  empty
+``counts``           day (u32, days since epoch) + verdict       u64 count
+===================  ==========================================  ================================
 
 ``by_hist`` holds each record three times, under (group, sum, the group's 12 bins) for each
 group of bins (see :func:`mailfilter.store.histogram_keys`): the histogram rule's lookup is
@@ -30,8 +33,13 @@ new to its text cluster (``Record.novel``): how many entries a hash has there is
 *different* texts hold it, whatever number of copies of each; ``by_rcpt`` every recipient
 of a record under the record's cluster, so that "did this recipient have this text?" is one
 look-up however many copies the cluster has (stores made before it have none: records'
-own recipient lists answer for them).  Schema 1 stores (a ``by_sum`` index: sum → histogram +
-id) are upgraded by the first process that opens them for writing.  Many processes may share
+own recipient lists answer for them).  ``by_text_shingle`` and ``by_text_hist`` (schema 4)
+hold each text cluster once under each index hash and each distinct histogram its members
+have (the first member that had it, or after it is removed another): a check reads them
+(``Query.per_text``), so a newsletter's 10,000 copies cost it what one does;
+``by_shingle`` and ``by_hist`` still hold every record (``forget`` reads every copy).
+Schema 1 stores (a ``by_sum`` index: sum → histogram + id) and later ones are upgraded by
+the first process that opens them for writing.  Many processes may share
 the store; the map grows when it is full.
 """
 
@@ -56,7 +64,7 @@ from mailfilter.names import Kind
 from mailfilter.store import (
     DECISIONS,
     HISTOGRAM_GROUPS,
-    READABLE_VERSIONS,
+    READABLE_SCHEMAS,
     RECIPIENTS_MAX,
     SCHEMA_VERSION,
     Found,
@@ -80,15 +88,23 @@ _NUMPY_WINDOW = 32    # from here on numpy is faster than the loop (measured: 31
 # ... when the process has numpy already (batch work, daemons); one that has not (the pipe
 # filter, started for one message) would spend more on importing it than the loop takes.
 _NUMPY_WINDOW_COLD = 20_000
+# Below this many ids a set or a sort in Python beats numpy's unique and lexsort (whose fixed
+# cost is some 20 µs a call).
+_NUMPY_UNIQUE = 512
 _VERDICT_CODES = {Kind.UNIQUE: 0, Kind.DUPLICATE: 1, Kind.NEAR_DUPLICATE: 2}
 # Daemons' decisions share the `counts` sub-database, from code 16 on (count_decision).
 _DECISION_BASE = 16
 _DECISION_CODES = {name: _DECISION_BASE + number for number, name in enumerate(DECISIONS)}
 _MAX_MAP = 1 << 40
-_INDEXES = ("by_hist", "by_shingle", "by_digest", "by_msgid", "by_chunk", "by_text", "by_rcpt")
+# The text clusters' indexes (schema 4): what a check reads in place of by_shingle and
+# by_hist, one record per cluster; and each cluster's members.
+_TEXT_INDEXES = ("by_text_shingle", "by_text_hist", "by_cluster")
+_INDEXES = ("by_hist", "by_shingle", "by_digest", "by_msgid", "by_chunk", "by_text", "by_rcpt",
+            *_TEXT_INDEXES)
 # Indexes a later version added: a store opened read-only may lack them (they are empty).
-_ADDED = ("by_text", "by_rcpt")
+_ADDED = ("by_text", "by_rcpt", *_TEXT_INDEXES)
 _RCPT = struct.Struct(">QQ")
+_MAX_DBS = 16
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,8 @@ class _Entries:
 _GROUPED = _Entries(width=15 + 24 + 8, group=0, bins=3, id=39)
 # by_sum of schema 1, read only where a store cannot be upgraded: sum (2) | histogram, id.
 _BY_SUM = _Entries(width=2 + 36 + 8, group=None, bins=2, id=38)
+# by_text_hist: as by_hist, the cluster's id (8) before the record's.
+_TEXT_GROUPED = _Entries(width=15 + 24 + 8 + 8, group=0, bins=3, id=47)
 
 
 _OUTSIDE = [operator.itemgetter(*[position for position in range(36)
@@ -175,23 +193,65 @@ def _close_histograms_numpy(packed: memoryview, layout: _Entries, probe: Query
         total += words[:, column]
     differing = (total * np.uint32(0x01010101)) >> np.uint32(24)
     ids = entries[:, layout.id:layout.id + 8].copy().view(">u8").ravel()
-    distinct = len(ids) if layout.group is None else len(np.unique(ids))
+    if layout.group is None:
+        distinct = len(ids)
+    elif len(ids) < _NUMPY_UNIQUE:      # a Python set is quicker than np.unique here
+        distinct = len(set(ids.tolist()))
+    else:
+        distinct = len(np.unique(ids))
     rows = np.flatnonzero(differing <= probe.histogram_max_positions)
-    if not len(rows):
+    if not len(rows) or probe.histogram_limit <= 0:
         return [], distinct
     ids, positions = ids[rows], differing[rows]
     order = np.lexsort((ids, positions))   # closest, then oldest
-    if layout.group is not None:           # each record once
-        _, first = np.unique(ids[order], return_index=True)
-        order = order[np.sort(first)]
-    order = order[:probe.histogram_limit]
-    return list(zip(positions[order].tolist(), ids[order].tolist(), strict=True)), distinct
+    if layout.group is None:
+        order = order[:probe.histogram_limit]
+        return list(zip(positions[order].tolist(), ids[order].tolist(), strict=True)), distinct
+    close: dict[int, int] = {}             # each record once, at its closest
+    limit = probe.histogram_limit
+    for position, doc_id in zip(positions[order].tolist(), ids[order].tolist(), strict=True):
+        if doc_id not in close:
+            close[doc_id] = position
+            if len(close) >= limit:
+                break
+    return [(position, doc_id) for doc_id, position in close.items()], distinct
+
+
+def _newest_per_cluster(packed: bytes, close: list[tuple[int, int]], most: int
+                        ) -> list[tuple[int, int]]:
+    """Of the closest matches (by_text_hist entries ``packed``), the newest ``most`` of
+    each text cluster, in order (Query.per_cluster)."""
+    width, at = _TEXT_GROUPED.width, _TEXT_GROUPED.id
+    cluster_of = {}
+    for _positions, doc_id in close:
+        needle = _u64(doc_id)
+        found = packed.find(needle, at)
+        while found >= 0 and (found - at) % width:
+            found = packed.find(needle, found + 1)
+        cluster_of[doc_id] = packed[found - 8:found]
+    kept: dict[bytes, list[int]] = {}
+    for doc_id in sorted(cluster_of, reverse=True):
+        kept.setdefault(cluster_of[doc_id], []).append(doc_id)
+    newest = {doc_id for ids in kept.values() for doc_id in ids[:most]}
+    return [(positions, doc_id) for positions, doc_id in close if doc_id in newest]
+
+
+def _files(cursor: lmdb.Cursor, key: bytes, prefix: bytes) -> bool:
+    """True when ``key`` has an entry whose value starts with ``prefix`` (a dupsort
+    database: one positioning)."""
+    return cursor.set_range_dup(key, prefix) and bytes(cursor.value()[:len(prefix)]) == prefix
+
+
+def _text_histogram(record: Record) -> bytes:
+    """A record's histogram and sum as by_text_hist tells them apart (its group-0 key and
+    the other bins)."""
+    return histogram_keys(record.histogram, record.histogram_sum)[0] + _others(record.histogram, 0)
 
 
 def _initialised(path: Path) -> bool:
     """True when the environment at ``path`` has its fingerprint parameters."""
     try:
-        env = lmdb.open(str(path), max_dbs=12, readonly=True, lock=True, create=False)
+        env = lmdb.open(str(path), max_dbs=_MAX_DBS, readonly=True, lock=True, create=False)
     except lmdb.Error:
         return False
     try:
@@ -210,7 +270,7 @@ def _initialised(path: Path) -> bool:
 def _older_schema(path: Path) -> bool:
     """True when the environment at ``path`` was written with an older schema."""
     try:
-        env = lmdb.open(str(path), max_dbs=12, readonly=True, lock=True, create=False)
+        env = lmdb.open(str(path), max_dbs=_MAX_DBS, readonly=True, lock=True, create=False)
     except lmdb.Error:
         return False
     try:
@@ -257,7 +317,7 @@ class LmdbStore:
             # schema is upgraded, as the next delivery would.
             LmdbStore(path, parameters, map_size_mb=map_size_mb, file_mode=file_mode).close()
         try:
-            self.env = lmdb.open(str(path), max_dbs=12, map_size=map_size_mb << 20,
+            self.env = lmdb.open(str(path), max_dbs=_MAX_DBS, map_size=map_size_mb << 20,
                                  mode=file_mode, readonly=readonly, create=create and not readonly,
                                  lock=True, max_readers=256, readahead=False)
         except lmdb.Error as error:
@@ -321,9 +381,9 @@ class LmdbStore:
                     txn.put(b"parameters", wanted.encode(), db=self.meta)
                     txn.put(b"created", _u64(int(time.time())), db=self.meta)
             return
-        if schema is not None and int(schema) not in READABLE_VERSIONS:
+        if schema is not None and int(schema) not in READABLE_SCHEMAS:
             raise StoreMismatch(f"store {self.location} has schema {int(schema)}; this "
-                                f"dupfilter reads schemas {sorted(READABLE_VERSIONS)}")
+                                f"dupfilter reads schemas {sorted(READABLE_SCHEMAS)}")
         have = json.loads(stored)
         if have != json.loads(wanted):
             differ = sorted(k for k in set(have) | set(parameters)
@@ -339,19 +399,23 @@ class LmdbStore:
         """Bring an older store to this schema (once, by the first writer, in one
         transaction), from the records: schema 1's histogram index by_sum is replaced by
         by_hist; up to schema 2, every record heads its own text cluster, so its index
-        hashes go into by_text and its recipients into by_rcpt.  Records stay as they are
-        (read as they are, rewritten in the current format when touched)."""
+        hashes go into by_text and its recipients into by_rcpt; up to schema 3, the text
+        clusters' indexes are made, in id order (a cluster's first holder of a hash or a
+        histogram files it, as when recording).  Records stay as they are (read as they
+        are, rewritten in the current format when touched)."""
         def upgrade(txn: lmdb.Transaction) -> int:
             schema = txn.get(b"schema", db=self.meta)
             if schema is None or int(schema) >= SCHEMA_VERSION:
                 return SCHEMA_VERSION   # another process did it meanwhile
             schema = int(schema)
-            wanted = ({"by_hist"} if schema < 2 else set()) | {"by_text", "by_rcpt"}
+            wanted = ({"by_hist"} if schema < 2 else set()) | (
+                {"by_text", "by_rcpt"} if schema < 3 else set()) | {"by_cluster"}
             for key, value in txn.cursor(db=self.docs):
                 record = Record.decode(_U64.unpack(key)[0], value)
                 for name, index_key, entry in self._index_entries(record, shingles=False):
                     if name in wanted:
                         txn.put(index_key, entry, db=self.index[name], dupdata=True)
+                self._file_text(txn, record, new=False)
             if schema < 2:
                 try:
                     by_sum = self.env.open_db(b"by_sum", txn=txn, create=False,
@@ -463,30 +527,35 @@ class LmdbStore:
             return found
         return self._write(run)
 
-    def _postings(self, cursor: lmdb.Cursor, key: bytes, cap: int) -> list[int]:
-        """Newest ``cap`` ids under ``key`` (ids grow with time, so read from the end)."""
+    def _postings(self, cursor: lmdb.Cursor, key: bytes, cap: int, width: int = 8
+                  ) -> list[int]:
+        """Newest ``cap`` ids under ``key`` (ids grow with time, so read from the end; in
+        values of ``width`` bytes the id is the last 8: by_text_shingle's are newest by
+        cluster)."""
         if not cursor.set_key(key):
             return []
         cursor.last_dup()
         packed = b"".join(islice(cursor.iterprev_dup(keys=False), cap))   # in C
-        return list(struct.unpack(f">{len(packed) // 8}Q", packed))
+        ids = struct.unpack(f">{len(packed) // 8}Q", packed)
+        return list(ids if width == 8 else ids[1::2])
 
     def _newest(self, cursor: lmdb.Cursor, keys: Sequence[bytes], counts: Sequence[int],
-                cap: int) -> dict[bytes, list[int]]:
+                cap: int, width: int = 8) -> dict[bytes, list[int]]:
         """The newest ``cap`` ids under each of ``keys`` (same-length keys, each with its
         count of postings), newest first.  Short lists (nearly all) are read in one
-        ``getmulti`` call; a longer one from its end, so it never costs more than ``cap``."""
+        ``getmulti`` call; a longer one from its end, so it never costs more than ``cap``.
+        (Values of 16 bytes: a cluster id, then the record's.)"""
         found: dict[bytes, list[int]] = {}
         short = []
         for key, count in zip(keys, counts, strict=True):
             if count > cap:
-                found[key] = self._postings(cursor, key, cap)
+                found[key] = self._postings(cursor, key, cap, width)
             elif count:
                 short.append(key)
         if short:
-            packed = cursor.getmulti(short, dupdata=True, dupfixed_bytes=8, keyfixed=True)
-            width = len(short[0])
-            entry = struct.Struct(f">{width}sQ")   # key, then the id
+            packed = cursor.getmulti(short, dupdata=True, dupfixed_bytes=width, keyfixed=True)
+            # key, then the id (after the cluster's)
+            entry = struct.Struct(f">{len(short[0])}s{width - 8}xQ")
             for key, doc_id in entry.iter_unpack(packed):
                 found.setdefault(bytes(key), []).append(doc_id)
             for key in short:
@@ -510,13 +579,15 @@ class LmdbStore:
             found.by_digest += [i for i in ids if i not in found.by_digest]
         if query.histogram_window > 0:
             self._histogram_window(txn, query, found)
-        shingles = txn.cursor(db=self.index["by_shingle"])
+        # One record per text cluster under each hash (Query.per_text), or every holder.
+        per_text = query.per_text and "by_text_shingle" in self.index
+        shingles = txn.cursor(db=self.index["by_text_shingle" if per_text else "by_shingle"])
         texts = txn.cursor(db=self.index["by_text"]) if "by_text" in self.index else None
         pack = _U32.pack
         if query.shingles:
             keys = [pack(value) for value in query.shingles]
             newest = self._newest(shingles, keys, self._counts(shingles, keys),
-                                  query.shingle_limit)
+                                  query.shingle_limit, 16 if per_text else 8)
             found.by_shingle = {value: newest[key] for value, key in
                                 zip(query.shingles, keys, strict=True) if key in newest}
             if texts is not None and query.count_limit:
@@ -544,6 +615,8 @@ class LmdbStore:
             for key, data in txn.cursor(db=self.docs).getmulti([_u64(i) for i in wanted]):
                 doc_id = _U64.unpack(key)[0]
                 found.records[doc_id] = decode(doc_id, data)
+        if per_text and query.members and found.by_shingle:
+            self._members(txn, query, found)
         # Counts of the further hashes matter only when there are records to compare.
         rest = [value for value in dict.fromkeys(query.counted) if value not in found.counts]
         if rest and found.records and texts is not None and query.count_limit:
@@ -563,6 +636,26 @@ class LmdbStore:
                     found.delivered[cluster] = had
         return found
 
+    def _members(self, txn: lmdb.Transaction, query: Query, found: Found) -> None:
+        """The newest ``query.members`` members of each text cluster found under a sketch
+        hash, and their records."""
+        cursor = txn.cursor(db=self.index["by_cluster"])
+        records = found.records
+        clusters = dict.fromkeys(records[doc_id].cluster_id for ids in found.by_shingle.values()
+                                 for doc_id in ids if doc_id in records)
+        more = []
+        for cluster in clusters:
+            ids = self._postings(cursor, _u64(cluster), query.members)
+            found.members[cluster] = ids
+            more += [doc_id for doc_id in ids if doc_id not in records]
+        decode = Record.decode
+        for doc_id in sorted(more):
+            data = txn.get(_u64(doc_id), db=self.docs)
+            if data is not None:
+                records[doc_id] = decode(doc_id, data)
+        if more:
+            found.records = dict(sorted(records.items()))
+
     def _histogram_window(self, txn: lmdb.Transaction, probe: Query, result: Found) -> None:
         """The histogram rule's candidates: the records under the probe's group keys (every
         sum of the window), or, for a rule allowing more differing bins than the groups can
@@ -570,11 +663,13 @@ class LmdbStore:
         if self._by_sum is not None:
             layout, packed = _BY_SUM, self._by_sum_window(txn, probe)
         elif probe.histogram_max_positions < HISTOGRAM_GROUPS:
-            layout = _GROUPED
+            # One record per text cluster and histogram (Query.per_text), or every record.
+            per_text = probe.per_text and "by_text_hist" in self.index
+            layout = _TEXT_GROUPED if per_text else _GROUPED
             keys = histogram_probe_keys(probe.histogram, probe.histogram_sum,
                                         probe.histogram_window)
-            cursor = txn.cursor(db=self.index["by_hist"])
-            packed = cursor.getmulti(keys, dupdata=True, dupfixed_bytes=_GROUPED.width - 15,
+            cursor = txn.cursor(db=self.index["by_text_hist" if per_text else "by_hist"])
+            packed = cursor.getmulti(keys, dupdata=True, dupfixed_bytes=layout.width - 15,
                                      keyfixed=True)
         else:
             layout, packed = _GROUPED, self._group_range(txn, probe)
@@ -586,6 +681,8 @@ class LmdbStore:
             close, count = _close_histograms_numpy(packed, layout, probe)
         else:
             close, count = _close_histograms(bytes(packed), layout, probe)
+        if layout is _TEXT_GROUPED and probe.per_cluster and len(close) > probe.per_cluster:
+            close = _newest_per_cluster(bytes(packed), close, probe.per_cluster)
         result.histogram_window_size = count
         result.by_histogram = {doc_id: positions for positions, doc_id in close}
 
@@ -632,8 +729,117 @@ class LmdbStore:
                 txn.put(index_key, value, db=self.index[name], dupdata=True)
         if histograms:  # its three group entries in one C call
             txn.cursor(db=self.index["by_hist"]).putmulti(histograms, dupdata=True)
+        self._file_text(txn, record, new=True)
         txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
         return doc_id
+
+    # -- the text clusters' indexes -----------------------------------------------------
+    #
+    # by_text_shingle (hash → cluster id + record id) and by_text_hist (as by_hist, the
+    # cluster's id before the record's) hold, for each text cluster, one record under each
+    # index hash and each distinct histogram (sum and bins) of its members: the first member
+    # that had it, and when that one goes, another that has it (_hand_over).  A check reads
+    # them (Query.per_text): a newsletter's 10,000 copies are one entry, not 10,000.  Values
+    # sort by cluster, so "does this cluster file it" is one cursor positioning.
+    # by_cluster (cluster id → member ids) says whether a cluster has other members.
+
+    def _file_text(self, txn: lmdb.Transaction, record: Record, *, new: bool) -> None:
+        """File ``record`` in the text clusters' indexes where its cluster lacks the entry
+        (``new``: a record just given its id, heading its own cluster: it lacks them all)."""
+        if "by_text_shingle" not in self.index:
+            return
+        cluster = _u64(record.cluster_id)
+        value = cluster + _u64(record.doc_id)
+        fresh = new and not record.cluster
+        cursor = txn.cursor(db=self.index["by_text_shingle"])
+        entries = [(key, value) for key in dict.fromkeys(
+            _U32.pack(h) for h in record.sketch[:self.index_size])
+            if fresh or not _files(cursor, key, cluster)]
+        if entries:
+            cursor.putmulti(entries, dupdata=True)
+        keys = histogram_keys(record.histogram, record.histogram_sum)
+        cursor = txn.cursor(db=self.index["by_text_hist"])
+        if fresh or not _files(cursor, keys[0], _others(record.histogram, 0) + cluster):
+            cursor.putmulti([(key, _others(record.histogram, group) + value)
+                             for group, key in enumerate(keys)], dupdata=True)
+
+    def _unfile_text(self, txn: lmdb.Transaction, record: Record
+                     ) -> tuple[list[int], bool]:
+        """Take ``record`` out of the text clusters' indexes; the index hashes it filed for
+        its cluster, and whether it filed its histogram."""
+        if "by_text_shingle" not in self.index:
+            return [], False
+        value = _u64(record.cluster_id) + _u64(record.doc_id)
+        db = self.index["by_text_shingle"]
+        hashes = [h for h in dict.fromkeys(record.sketch[:self.index_size])
+                  if txn.delete(_U32.pack(h), value, db=db)]
+        db = self.index["by_text_hist"]
+        histogram = False
+        for group, key in enumerate(histogram_keys(record.histogram, record.histogram_sum)):
+            histogram = txn.delete(key, _others(record.histogram, group) + value,
+                                   db=db) or histogram
+        return hashes, histogram
+
+    def _hand_over(self, txn: lmdb.Transaction, gone: Record, hashes: list[int],
+                   histogram: bool) -> None:
+        """Another member of a removed record's cluster files what it filed for the cluster
+        (the newest member holding each hash, the oldest with the same histogram), so that
+        the cluster stays findable by everything its members hold."""
+        if not hashes and not histogram:
+            return
+        cluster = gone.cluster_id
+        members = txn.cursor(db=self.index["by_cluster"])
+        if not members.set_key(_u64(cluster)):
+            return                                  # the last of its text
+        size = members.count()
+        docs = txn.cursor(db=self.docs)
+        records: dict[int, Record | None] = {}
+
+        def member(doc_id: int) -> Record | None:
+            if doc_id not in records:
+                data = docs.get(_u64(doc_id))
+                record = Record.decode(doc_id, data) if data is not None else None
+                records[doc_id] = record if record is not None \
+                    and record.cluster_id == cluster else None
+            return records[doc_id]
+
+        def newest_members() -> Iterator[Record]:
+            cursor = txn.cursor(db=self.index["by_cluster"])
+            cursor.set_key(_u64(cluster))
+            cursor.last_dup()
+            for raw in cursor.iterprev_dup(keys=False):
+                found = member(_U64.unpack(raw)[0])
+                if found is not None:
+                    yield found
+
+        holders = txn.cursor(db=self.index["by_shingle"])
+        texts = txn.cursor(db=self.index["by_text_shingle"])
+        for value in hashes:
+            key = _U32.pack(value)
+            if not holders.set_key(key):
+                continue                # no one else holds it
+            if holders.count() <= size:
+                holders.last_dup()      # the hash's holders, newest first
+                heir = next((found for raw in holders.iterprev_dup(keys=False)
+                             if (found := member(_U64.unpack(raw)[0])) is not None), None)
+            else:                       # fewer members than holders: the members
+                heir = next((found for found in newest_members()
+                             if value in found.sketch[:self.index_size]), None)
+            if heir is not None:
+                texts.put(key, _u64(cluster) + _u64(heir.doc_id), dupdata=True)
+        if histogram:
+            key = histogram_keys(gone.histogram, gone.histogram_sum)[0]
+            others = _others(gone.histogram, 0)
+            same = txn.cursor(db=self.index["by_hist"])
+            heir = None
+            if same.set_range_dup(key, others):   # the same histogram, oldest first
+                for raw in same.iternext_dup(keys=False):
+                    if bytes(raw[:24]) != others:
+                        break
+                    if (heir := member(_U64.unpack(raw[24:])[0])) is not None:
+                        break
+            if heir is not None:
+                self._file_text(txn, heir, new=False)
 
     def _index_entries(self, record: Record, *, shingles: bool = True
                        ) -> Iterator[tuple[str, bytes, bytes]]:
@@ -659,6 +865,8 @@ class LmdbStore:
             cluster = record.cluster_id
             for recipient in dict.fromkeys(record.recipients):
                 yield "by_rcpt", _RCPT.pack(recipient, cluster), key
+        if "by_cluster" in self.index:
+            yield "by_cluster", _u64(record.cluster_id), key
 
     def replace(self, record: Record) -> None:
         """Write ``record`` anew under its id, with its index entries made again."""
@@ -669,6 +877,7 @@ class LmdbStore:
             txn.put(key, record.encode(), db=self.docs)
             for name, index_key, value in self._index_entries(record):
                 txn.put(index_key, value, db=self.index[name], dupdata=True)
+            self._file_text(txn, record, new=False)
             txn.put(_TIME_ID.pack(record.last_seen, record.doc_id), b"", db=self.by_time)
         self._write(run)
 
@@ -721,8 +930,10 @@ class LmdbStore:
             txn.put(key, _u64((_U64.unpack(current)[0] if current else 0) + 1), db=self.counts)
         self._write(bump)
 
-    def _delete(self, txn: lmdb.Transaction, doc_id: int) -> Record | None:
-        """Remove one record and its index entries; the record removed (None: none)."""
+    def _delete(self, txn: lmdb.Transaction, doc_id: int, *, hand_over: bool = False
+                ) -> Record | None:
+        """Remove one record and its index entries; the record removed (None: none).
+        ``hand_over``: what it filed for its text cluster is filed by another member."""
         key = _u64(doc_id)
         data = txn.get(key, db=self.docs)
         if data is None:
@@ -730,8 +941,11 @@ class LmdbStore:
         record = Record.decode(doc_id, data)
         for name, index_key, value in self._index_entries(record):
             txn.delete(index_key, value, db=self.index[name])
+        hashes, histogram = self._unfile_text(txn, record)
         txn.delete(_TIME_ID.pack(record.last_seen, doc_id), db=self.by_time)
         txn.delete(key, db=self.docs)
+        if hand_over:
+            self._hand_over(txn, record, hashes, histogram)
         return record
 
     def prune(self, before: int, batch: int = 2000, *,
@@ -753,7 +967,7 @@ class LmdbStore:
                     victims.append((seen, doc_id))
                 gone = []
                 for seen, doc_id in victims:
-                    record = self._delete(txn, doc_id)
+                    record = self._delete(txn, doc_id, hand_over=True)
                     if record is None:
                         txn.delete(_TIME_ID.pack(seen, doc_id), db=self.by_time)
                     else:
@@ -781,7 +995,7 @@ class LmdbStore:
                     yield Record.decode(doc_id, data)
 
     def forget(self, doc_ids: Sequence[int]) -> int:
-        return self._write(lambda txn: sum(self._delete(txn, d) is not None
+        return self._write(lambda txn: sum(self._delete(txn, d, hand_over=True) is not None
                                            for d in doc_ids))
 
     def find_message_id(self, message_id: str) -> list[int]:
@@ -841,6 +1055,7 @@ class LmdbStore:
         with self.env.begin() as txn:
             expected: set[tuple[str, bytes, bytes]] = set()
             times: set[bytes] = set()
+            records: dict[int, Record] = {}
             for key, value in txn.cursor(db=self.docs):
                 doc_id = _U64.unpack(key)[0]
                 try:
@@ -848,9 +1063,13 @@ class LmdbStore:
                 except (StoreError, struct.error) as error:
                     problems.append(f"record {doc_id} cannot be decoded: {error}")
                     continue
+                records[doc_id] = record
                 expected.update(self._index_entries(record))
                 times.add(_TIME_ID.pack(record.last_seen, doc_id))
+            problems += self._verify_texts(txn, records)
             for name, db in self.index.items():
+                if name in ("by_text_shingle", "by_text_hist"):
+                    continue
                 for key, value in txn.cursor(db=db):
                     entry = (name, bytes(key), bytes(value))
                     if entry in expected:
@@ -868,6 +1087,52 @@ class LmdbStore:
                     problems.append(f"by_time: entry {bytes(key).hex()} has no record")
             for key in sorted(times)[:100]:
                 problems.append(f"by_time: record {_TIME_ID.unpack(key)[1]} not in time index")
+        return problems
+
+    def _verify_texts(self, txn: lmdb.Transaction, records: dict[int, Record]) -> list[str]:
+        """Every text cluster files each index hash and each distinct histogram its members
+        hold under exactly one of them, and nothing else."""
+        if "by_text_shingle" not in self.index:
+            return []
+        problems: list[str] = []
+        holders: dict[tuple[bytes, bytes], set[int]] = {}     # (cluster, hash) → ids
+        histograms: set[tuple[bytes, bytes]] = set()          # (cluster, histogram)
+        for doc_id, record in records.items():
+            cluster = _u64(record.cluster_id)
+            for value in record.sketch[:self.index_size]:
+                holders.setdefault((cluster, _U32.pack(value)), set()).add(doc_id)
+            histograms.add((cluster, _text_histogram(record)))
+        filed: dict[tuple[bytes, bytes], int] = {}
+        for key, value in txn.cursor(db=self.index["by_text_shingle"]):
+            cluster, doc_id = bytes(value[:8]), _U64.unpack(value[8:])[0]
+            if doc_id in holders.get((cluster, bytes(key)), ()):
+                filed[cluster, bytes(key)] = filed.get((cluster, bytes(key)), 0) + 1
+            else:
+                problems.append(f"by_text_shingle: entry {bytes(key).hex()} → {doc_id} has "
+                                "no record of its cluster that holds it")
+        for cluster, key in holders:
+            if filed.get((cluster, key), 0) != 1:
+                problems.append(f"by_text_shingle: text cluster {_U64.unpack(cluster)[0]} "
+                                f"files {key.hex()} {filed.get((cluster, key), 0)} times")
+        groups: dict[tuple[bytes, bytes], list[tuple[int, int]]] = {}
+        for key, value in txn.cursor(db=self.index["by_text_hist"]):
+            key, value = bytes(key), bytes(value)
+            cluster, doc_id = value[24:32], _U64.unpack(value[32:])[0]
+            record = records.get(doc_id)
+            group = key[0]
+            if record is None or _u64(record.cluster_id) != cluster or group >= \
+                    HISTOGRAM_GROUPS or histogram_keys(record.histogram, record.histogram_sum)[
+                        group] != key or _others(record.histogram, group) != value[:24]:
+                problems.append(f"by_text_hist: entry {key.hex()} → {doc_id} has no record "
+                                "that wants it")
+                continue
+            groups.setdefault((cluster, _text_histogram(record)), []).append((group, doc_id))
+        for cluster, histogram in histograms:
+            entries = sorted(groups.get((cluster, histogram), []))
+            if [group for group, _ in entries] != list(range(HISTOGRAM_GROUPS)) or \
+                    len({doc_id for _, doc_id in entries}) != 1:
+                problems.append(f"by_text_hist: text cluster {_U64.unpack(cluster)[0]} files "
+                                f"histogram {histogram.hex()} as {entries}")
         return problems
 
     def close(self) -> None:

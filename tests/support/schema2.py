@@ -13,6 +13,7 @@ from typing import Any
 import lmdb
 
 from mailfilter.store import LAYOUT
+from support.schema3 import drop_schema_4
 
 
 def version_2(data: bytes) -> bytes:
@@ -28,10 +29,11 @@ def version_2(data: bytes) -> bytes:
 
 
 def downgrade_lmdb(path: Path) -> None:
-    env = lmdb.open(str(path), max_dbs=12)
+    env = lmdb.open(str(path), max_dbs=16)
     try:
         meta, docs = env.open_db(b"meta"), env.open_db(b"docs")
         with env.begin(write=True) as txn:
+            drop_schema_4(env, txn)
             for name in (b"by_text", b"by_rcpt"):
                 txn.drop(env.open_db(name, txn=txn, dupsort=True, dupfixed=True), delete=True)
             for key, value in list(txn.cursor(db=docs)):

@@ -83,7 +83,7 @@ from mailfilter.store import (
     LAYOUT,
     NEWEST_EXACT,
     NEWEST_PART,
-    READABLE_VERSIONS,
+    READABLE_SCHEMAS,
     SCHEMA_VERSION,
     Found,
     Query,
@@ -482,9 +482,9 @@ class RedisStore:
         except (ValueError, KeyError, TypeError):
             raise StoreError(f"{self.location}: key {meta_key.decode()} is not a dupfilter "
                              "store's meta record") from None
-        if schema not in READABLE_VERSIONS:
+        if schema not in READABLE_SCHEMAS:
             raise StoreMismatch(f"store {self.location} has schema {schema}; this "
-                                f"dupfilter reads schemas {sorted(READABLE_VERSIONS)}")
+                                f"dupfilter reads schemas {sorted(READABLE_SCHEMAS)}")
         wanted = json.loads(self._parameters_json)
         if have != wanted:
             differ = sorted(k for k in set(have) | set(wanted) if have.get(k) != wanted.get(k))
@@ -507,10 +507,10 @@ class RedisStore:
         One process does it (a lock key; the others wait for it).  From schema 1 (a key per
         record and per posting) every live record is put in a segment under its own id and
         the old keys are removed; up to schema 2 every record heads its own text cluster:
-        its index hashes go into the text index and its recipients under its id.  Then the
-        meta key says the current schema.  The records keep their bytes (older records are
-        read as they are); from schema 1 they live one retention period from now.  Readers
-        that open the store meanwhile wait."""
+        its index hashes go into the text index and its recipients under its id (schema 4
+        changed LMDB's layout only).  Then the meta key says the current schema.  The
+        records keep their bytes (older records are read as they are); from schema 1 they
+        live one retention period from now.  Readers that open the store meanwhile wait."""
         meta_key, lock = self.prefix + b"meta", self.prefix + b"upgrading"
         token = f"{time.time()}".encode()
         with self._errors("upgrading the store's layout"):
@@ -520,7 +520,8 @@ class RedisStore:
                 for partition in self.partitions:
                     if int(meta["schema"]) < 2:
                         self._upgrade_partition(partition)
-                    self._index_texts(partition)
+                    if int(meta["schema"]) < 3:
+                        self._index_texts(partition)
                 meta = dict(meta, schema=SCHEMA_VERSION)
                 self.client.set(meta_key, json.dumps(meta, sort_keys=True))
                 self.client.delete(lock)
