@@ -436,7 +436,7 @@ def test_the_restore_the_docs_and_verify_give_runs_as_written(tmp_path: Path) ->
     fill(store, 5)
     section = (REPO / "docs" / "operations.md").read_text().split("## A damaged store")[1]
     section = section.split("\n## ")[0]
-    commands = re.findall(r"`([^`]+)`", section)
+    commands = [" ".join(code.split()) for code in re.findall(r"`([^`]+)`", section)]
     assert "dupfilter-db verify" in commands
     backup_command = next(c for c in commands if c.startswith("mdb_copy -c"))
     assert backup_command == "mdb_copy -c /var/lib/dupfilter /backup/dupfilter", commands
@@ -456,6 +456,7 @@ def test_the_restore_the_docs_and_verify_give_runs_as_written(tmp_path: Path) ->
     assert (tmp_path / "dupfilter.damaged" / "data.mdb").is_file()
     # The documented restore, word for word but the paths and the owner.
     shutil.rmtree(store)
+    ran = []
     for command in commands:
         if command.split()[0] not in ("mv", "install", "runuser"):
             continue
@@ -466,5 +467,8 @@ def test_the_restore_the_docs_and_verify_give_runs_as_written(tmp_path: Path) ->
             continue                    # the damaged store is already aside
         done = subprocess.run(line, shell=True, capture_output=True, text=True)
         assert done.returncode == 0, (line, done.stdout, done.stderr)
+        ran.append(line.split()[0])
+    assert ran == ["install", "install", "runuser"]
+    assert done.stdout.strip() == "5 records checked: 0 problems"
     stats = json.loads(cli(DUPFILTER_DB, "--db", str(store), "stats", "--json")[1])
     assert stats["records"] == 5
