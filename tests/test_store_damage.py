@@ -251,12 +251,12 @@ def test_a_damaged_first_leaf_of_the_records_is_refused_at_open(tmp_path: Path) 
 
 
 def test_verify_lists_a_damaged_leaf_in_the_middle_of_the_records(tmp_path: Path) -> None:
-    """Before: `dupfilter-db verify` died with a traceback (lmdb.CorruptedError) and the
-    pipe logged a bare "MDB_CORRUPTED".  A leaf between the first and the last is not read
-    at open (that would cost a walk): verify lists it, which records could not be read,
-    and checks the rest (no flood of index entries of the lost records), exits 1 and says
-    how to restore; a message whose record is on that leaf passes unchecked with a log
-    line saying the store looks damaged."""
+    """Before: `dupfilter-db verify` died (LMDB aborted it stepping onto the leaf: exit
+    -6) and the pipe logged a bare "MDB_CORRUPTED".  A leaf between the first and the last
+    is not read at open (that would cost a walk): verify lists it, which records could not
+    be read, and checks the rest (no flood of index entries of the lost records), exits 1
+    and says how to restore; a message whose record is on that leaf passes unchecked with
+    a log line saying the store looks damaged."""
     store = tmp_path / "store"
     messages = fill(store, 60)
     data = DataFile(store)
