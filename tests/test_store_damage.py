@@ -472,3 +472,22 @@ def test_the_restore_the_docs_and_verify_give_runs_as_written(tmp_path: Path) ->
     assert done.stdout.strip() == "5 records checked: 0 problems"
     stats = json.loads(cli(DUPFILTER_DB, "--db", str(store), "stats", "--json")[1])
     assert stats["records"] == 5
+
+
+def test_verify_on_damaged_redis_values_lists_them(redis_url: str, redis_server) -> None:  # noqa: ANN001
+    """The Redis store's verify: a record cut short and a time-index member that is no
+    number are listed (exit 1, no traceback).  Before: the member ended `verify` at once
+    (exit 2, a bare "invalid literal for int()", nothing else checked or said)."""
+    with Engine(load_settings(search=False), redis_url) as engine:
+        for n in range(3):
+            engine.check(make_message(paragraph_text(7100 + n), message_id=f"<r{n}@x>"))
+    with redis_server.client() as client:
+        segment = next(key for key in client.scan_iter(match=b"dupfilter:{0}x*"))
+        field = next(f for f in client.hkeys(segment) if f[:1] == b"d" and len(f) > 4)
+        client.hset(segment, field, b"\x03\x00")
+        client.zadd(b"dupfilter:{0}t", {b"not-a-number": 1})
+    code, out, err = cli(DUPFILTER_DB, "--db", redis_url, "verify")
+    assert code == 1 and "Traceback" not in err, (code, out, err)
+    assert "time index member b'not-a-number' is no record id" in out, out
+    assert f"record {int.from_bytes(field[1:], 'big')} cannot be decoded" in out, out
+    assert "mdb_copy" not in out                     # the LMDB advice is for LMDB stores

@@ -245,7 +245,7 @@ def _walk_here() -> None:
     def report(where: str) -> None:
         print(f"at {where}", flush=True)
     try:
-        store = LmdbStore(location, parameters, readonly=True)
+        store = LmdbStore(location, parameters, readonly=True, as_it_is=True)
         problems: list[str] = []
         reader = _Reader(store.env)
         try:
@@ -302,7 +302,7 @@ def _reason(error: lmdb.Error) -> str:
     return text.split(": ", 1)[1] if text.startswith("mdb_") and ": " in text else text
 
 
-def damaged(location: str, what: str) -> StoreDamaged:
+def _damaged(location: str, what: str) -> StoreDamaged:
     """The error of a store that looks damaged, saying ``what`` disagrees and what to do."""
     return StoreDamaged(f"the store at {location} looks damaged ({what}); restore it from a "
                         "backup made with `mdb_copy -c` or move it aside (docs/operations.md, "
@@ -312,7 +312,7 @@ def damaged(location: str, what: str) -> StoreDamaged:
 def _store_error(location: str, error: lmdb.Error) -> StoreError:
     """An LMDB error as the store's: a damaged page says so."""
     if isinstance(error, _DAMAGE):
-        return damaged(location, f"LMDB: {_reason(error)}")
+        return _damaged(location, f"LMDB: {_reason(error)}")
     return StoreError(f"store {location}: {_reason(error)}")
 
 
@@ -321,7 +321,9 @@ class LmdbStore:
 
     def __init__(self, location: str | os.PathLike[str], parameters: dict[str, object], *,
                  map_size_mb: int = 64, file_mode: int = 0o600, create: bool = True,
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, as_it_is: bool = False) -> None:
+        """``as_it_is``: read-only, never finish creating or upgrade the store first (the
+        walk of :meth:`verify`, which reads what its caller opened)."""
         self.location = str(location)
         self._parameters = parameters
         path = Path(location)
@@ -337,7 +339,7 @@ class LmdbStore:
         elif not os.access(data_file, os.R_OK | (0 if readonly else os.W_OK)):
             raise StoreError(f"store {path} is not {'readable' if readonly else 'writable'} "
                              f"by this user (uid {os.getuid()})")
-        elif readonly and os.access(data_file, os.W_OK) and (
+        elif readonly and not as_it_is and os.access(data_file, os.W_OK) and (
                 not _initialised(path) or _older_schema(path)):
             # A delivery killed while creating the store left it without its sub-databases:
             # finish creating it (empty), as the next delivery would.  A store of an older
@@ -348,7 +350,7 @@ class LmdbStore:
                                  mode=file_mode, readonly=readonly, create=create and not readonly,
                                  lock=True, max_readers=256, readahead=False)
         except _DAMAGE as error:
-            raise damaged(str(path), f"LMDB: {_reason(error)}") from None
+            raise _damaged(str(path), f"LMDB: {_reason(error)}") from None
         except lmdb.Error as error:
             raise StoreError(f"cannot open store {path}: {error}") from None
         self.readonly = readonly
@@ -363,7 +365,7 @@ class LmdbStore:
                 self._write(self._recount)
         except _DAMAGE as error:
             self.env.close()
-            raise damaged(str(path), f"LMDB: {_reason(error)}") from None
+            raise _damaged(str(path), f"LMDB: {_reason(error)}") from None
         except lmdb.Error as error:
             self.env.close()
             raise StoreError(f"cannot open store {path}: {error}") from None
@@ -396,7 +398,7 @@ class LmdbStore:
                 db = sub(name, writable and not (essential and initialised), **flags)
             except lmdb.NotFoundError:
                 if essential and initialised:
-                    raise damaged(self.location, f"meta holds its parameters but the {name} "
+                    raise _damaged(self.location, f"meta holds its parameters but the {name} "
                                   "sub-database is missing") from None
                 # Read-only, a store may lack an index a later version added: a schema 1
                 # store's by_hist (read by_sum instead), or by_rcpt (no entries yet).
@@ -435,7 +437,7 @@ class LmdbStore:
         if names and len(names) == listed and not names & ours:
             raise StoreError(f"{self.location} is not a dupfilter store (an LMDB environment "
                              "of another program)")
-        raise damaged(self.location, f"its main database says {listed:,} sub-databases, "
+        raise _damaged(self.location, f"its main database says {listed:,} sub-databases, "
                       f"found {len(names):,}, no meta")
 
     def _check_records(self) -> bool:
@@ -452,19 +454,19 @@ class LmdbStore:
                 first = bytes(cursor.key()) if cursor.first() else None
                 last = bytes(cursor.key()) if cursor.last() else None
         except _DAMAGE as error:
-            raise damaged(self.location, f"its records cannot be read: LMDB: "
+            raise _damaged(self.location, f"its records cannot be read: LMDB: "
                           f"{_reason(error)}") from None
         stale = raw is None or len(raw) != _TALLY.size or _TALLY.unpack(raw)[1] != next_id
         if not stale:
             count = _TALLY.unpack(raw)[0]
             if count != entries:
-                raise damaged(self.location, f"meta says {count:,} records, found {entries:,}")
+                raise _damaged(self.location, f"meta says {count:,} records, found {entries:,}")
         if entries and first is None:
-            raise damaged(self.location, f"the records sub-database says {entries:,} "
+            raise _damaged(self.location, f"the records sub-database says {entries:,} "
                           "records, found none")
         for key in (first, last):
             if key is not None and (len(key) != 8 or _U64.unpack(key)[0] >= next_id):
-                raise damaged(self.location, f"the records sub-database holds a key "
+                raise _damaged(self.location, f"the records sub-database holds a key "
                               f"{key[:16].hex()} that is no record id below {next_id:,}")
         return stale
 
