@@ -31,7 +31,7 @@ from mailfilter.config import (
 from mailfilter.detector import Verdict
 from mailfilter.engine import Engine
 from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE, VERDICTS
-from mailfilter.store import DECISIONS, Record, StoreError, message_id_key
+from mailfilter.store import DECISIONS, Record, StoreDamaged, StoreError, message_id_key
 
 
 def _fail(program: str, message: str, code: int = 2) -> int:
@@ -103,11 +103,16 @@ def cmd_scan(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _is_lmdb(location: str) -> bool:
+    """True when ``location`` is an LMDB store's folder (not a Redis URL)."""
+    return not location.startswith(("redis://", "rediss://", "unix://"))
+
+
 def _no_lmdb_store_yet(location: str) -> bool:
     """True when ``location`` is an LMDB store that does not exist yet: no folder, or a
     folder without ``data.mdb`` (a Redis URL, a file in the way or an unreadable folder
     is not that)."""
-    if location.startswith(("redis://", "rediss://", "unix://")):
+    if not _is_lmdb(location):
         return False
     folder = Path(location)
     try:
@@ -428,13 +433,44 @@ def cmd_status(args: argparse.Namespace, settings: Settings | None) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
-    with Engine(settings, readonly=True, create=False) as engine:
-        problems = engine.store.verify()
-        records = engine.store.stats()["records"]
+    """Exit 1 on any problem; a damaged store (refused at open, or pages that cannot be
+    read) is listed as problems, with how to restore it from an ``mdb_copy`` backup."""
+    location = settings.store.location()
+    try:
+        with Engine(settings, readonly=True, create=False) as engine:
+            problems = engine.store.verify()
+            records = engine.store.stats()["records"]
+    except StoreDamaged as error:
+        problems, records = [str(error)], None
     for problem in problems:
         print(problem)
-    print(f"{records} records checked: {len(problems)} problems")
+    if records is not None:
+        print(f"{records} records checked: {len(problems)} problems")
+    if problems and _is_lmdb(location):
+        print(_restore_advice(location))
     return 1 if problems else 0
+
+
+def _restore_advice(location: str) -> str:
+    """How to put a backup made with ``mdb_copy`` in place of the store at ``location``
+    (docs/operations.md, "A damaged store"), with the store folder's owner."""
+    import grp
+    import pwd
+    folder = Path(location).resolve()
+    try:
+        info = folder.stat()
+        owner = pwd.getpwuid(info.st_uid).pw_name
+        group = grp.getgrgid(info.st_gid).gr_name
+    except (OSError, KeyError):
+        owner = group = "dupfilter"
+    return (f"to restore the store from a backup made with `mdb_copy -c {folder} BACKUP` "
+            "(docs/operations.md, \"A damaged store\"): stop the daemons, then\n"
+            f"  mv {folder} {folder}.damaged\n"
+            f"  install -d -o {owner} -g {group} -m 0700 {folder}\n"
+            f"  install -o {owner} -g {group} -m 0600 BACKUP/data.mdb {folder}/\n"
+            f"  runuser -u {owner} -- dupfilter-db --db {folder} verify\n"
+            "and start the daemons.  Without a backup, move the store aside (the first two "
+            "lines): the next message starts an empty one.")
 
 
 def _same_message(verdict: Verdict) -> list[tuple[Record, str]]:

@@ -182,6 +182,11 @@ class StoreMismatch(StoreError):
     """The store was built with other fingerprint parameters."""
 
 
+class StoreDamaged(StoreError):
+    """The store's files disagree with themselves (a damaged page): it is refused, not
+    read as empty; restore it from a backup or move it aside."""
+
+
 def message_id_key(message_id: str | None) -> bytes | None:
     """16-byte key of a Message-ID (angle brackets and case of the domain ignored)."""
     if not message_id:

@@ -2,25 +2,7 @@
 
 Keys are fixed-width big-endian so that ranges scan in order:
 
-===================  ==========================================  ================================
-sub-database         key                                         value
-===================  ==========================================  ================================
-``meta``             ``schema``, ``parameters``, ``next_id``     JSON / counters
-``docs``             id (u64)                                    encoded :class:`Record`
-``by_hist``          histogram group key (15), dupsort+dupfixed  the other 24 bins + id (u64)
-``by_shingle``       sketch hash (u32), dupsort+dupfixed         id (u64)
-``by_text``          sketch hash (u32), dupsort+dupfixed         id (u64) of records it is new to
-``by_digest``        exact digest (16), dupsort+dupfixed         id (u64)
-``by_msgid``         Message-ID key (16), dupsort+dupfixed       id (u64)
-``by_chunk``         attachment chunk digest (u64), dupsort      id (u64)
-``by_rcpt``          recipient key (u64) + cluster id (u64)      id (u64), dupsort+dupfixed
-``by_text_shingle``  sketch hash (u32), dupsort+dupfixed         cluster id (u64) + id (u64)
-``by_text_hist``     as ``by_hist``                              the other 24 bins + cluster + id
-``by_cluster``       cluster id (u64), dupsort+dupfixed          id (u64) of each member
-``by_time``          last seen (u32) + id (u64)                  empty
-``counts``           day (u32, days since epoch) + verdict       u64 count
-===================  ==========================================  ================================
-
+===================  ==========================================  =========================
 ``by_hist`` holds each record three times, under (group, sum, the group's 12 bins) for each
 group of bins (see :func:`mailfilter.store.histogram_keys`): the histogram rule's lookup is
 one ``getmulti`` over the message's keys for every sum in its window, which finds every
@@ -41,6 +23,12 @@ have (the first member that had it, or after it is removed another): a check rea
 Schema 1 stores (a ``by_sum`` index: sum → histogram + id) and later ones are upgraded by
 the first process that opens them for writing.  Many processes may share
 the store; the map grows when it is full.
+
+``meta``'s ``records`` holds how many records ``docs`` has, kept in the write transaction of
+every add and delete, with the ``next_id`` it was counted at (an older dupfilter adds
+records without counting them: a different ``next_id`` says the count is stale, and it is
+counted again).  An open compares it with ``docs``' own count, in O(1): a damaged page can
+make LMDB show an empty store, and an empty store would take every message for new.
 """
 
 from __future__ import annotations
@@ -70,6 +58,7 @@ from mailfilter.store import (
     Found,
     Query,
     Record,
+    StoreDamaged,
     StoreError,
     StoreMismatch,
     histogram_keys,
@@ -101,10 +90,17 @@ _MAX_MAP = 1 << 40
 _TEXT_INDEXES = ("by_text_shingle", "by_text_hist", "by_cluster")
 _INDEXES = ("by_hist", "by_shingle", "by_digest", "by_msgid", "by_chunk", "by_text", "by_rcpt",
             *_TEXT_INDEXES)
-# Indexes a later version added: a store opened read-only may lack them (they are empty).
-_ADDED = ("by_text", "by_rcpt", *_TEXT_INDEXES)
 _RCPT = struct.Struct(">QQ")
 _MAX_DBS = 16
+_RECORDS = b"records"             # meta: (records, next_id when they were counted)
+_TALLY = struct.Struct(">QQ")
+# What LMDB raises for a page that is not what the tree says it is: the store is damaged.
+_DAMAGE = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError,
+           lmdb.IncompatibleError, lmdb.BadValsizeError)
+# Sub-databases every initialised store has (the other indexes, by_hist, by_text, by_rcpt
+# and the text clusters' came later: a store opened read-only may lack them, and a writer
+# adds them).
+_ESSENTIAL = ("docs", "by_time", "counts", "by_shingle", "by_digest", "by_msgid", "by_chunk")
 
 
 @dataclass(frozen=True)
@@ -248,6 +244,64 @@ def _text_histogram(record: Record) -> bytes:
     return histogram_keys(record.histogram, record.histogram_sum)[0] + _others(record.histogram, 0)
 
 
+def _walk_in_a_process(location: str, parameters: dict[str, object], skipped: list[str]
+                       ) -> tuple[list[str] | None, tuple[str, str | None] | None, str]:
+    """:meth:`LmdbStore.verify`'s walk in a process of its own (``python -c``: an LMDB
+    environment must not cross a fork): (its problems, None when it died; the last (name,
+    key) it reported; the end of what it wrote on stderr)."""
+    import subprocess
+    package_root = str(Path(__file__).resolve().parents[2])
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [package_root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run(
+        [sys.executable, "-c", "from mailfilter.store.lmdb import _walk_here; _walk_here()"],
+        input=json.dumps([location, parameters, skipped]).encode(), capture_output=True,
+        env=environment, check=False)
+    lines = done.stdout.decode("utf-8", "replace").splitlines()
+    problems = next((json.loads(line[5:]) for line in lines if line.startswith("done ")),
+                    None)
+    where = [line[3:].split(" ", 1) for line in lines if line.startswith("at ")]
+    progress = (where[-1][0], None if where[-1][1] == "-" else where[-1][1]) if where else None
+    return problems, progress, done.stderr.decode("utf-8", "replace")[-2000:]
+
+
+class _Reader:
+    """The read transaction of a walk, begun anew after an error (LMDB lets a
+    transaction that met a damaged page do nothing more)."""
+
+    def __init__(self, env: lmdb.Environment) -> None:
+        self.env = env
+        self.txn = env.begin()
+
+    def renew(self) -> lmdb.Transaction:
+        self.txn.abort()
+        self.txn = self.env.begin()
+        return self.txn
+
+
+def _walk_here() -> None:
+    """The walk process: [location, parameters, sub-databases to skip] on stdin; where it
+    is ("at NAME KEY") and at the end its problems ("done [...]") on stdout."""
+    location, parameters, skipped = json.load(sys.stdin)
+
+    def report(where: str) -> None:
+        print(f"at {where}", flush=True)
+    try:
+        store = LmdbStore(location, parameters, readonly=True, as_it_is=True)
+        problems: list[str] = []
+        reader = _Reader(store.env)
+        try:
+            store._verify(reader, problems, report, set(skipped))
+        except lmdb.Error as error:
+            problems.append(f"the store cannot be read: {type(error).__name__}: "
+                            f"{_reason(error)}")
+        reader.txn.abort()
+        store.close()
+    except Exception as error:  # noqa: BLE001 - said as a problem, not a traceback
+        problems = [f"verify failed: {type(error).__name__}: {error}"]
+    print("done " + json.dumps(problems), flush=True)
+
+
 def _initialised(path: Path) -> bool:
     """True when the environment at ``path`` has its fingerprint parameters."""
     try:
@@ -290,13 +344,30 @@ def _reason(error: lmdb.Error) -> str:
     return text.split(": ", 1)[1] if text.startswith("mdb_") and ": " in text else text
 
 
+def _damaged(location: str, what: str) -> StoreDamaged:
+    """The error of a store that looks damaged, saying ``what`` disagrees and what to do."""
+    return StoreDamaged(f"the store at {location} looks damaged ({what}); restore it from a "
+                        "backup made with `mdb_copy -c` or move it aside (docs/operations.md, "
+                        "\"A damaged store\")")
+
+
+def _store_error(location: str, error: lmdb.Error) -> StoreError:
+    """An LMDB error as the store's: a damaged page says so."""
+    if isinstance(error, _DAMAGE):
+        return _damaged(location, f"LMDB: {_reason(error)}")
+    return StoreError(f"store {location}: {_reason(error)}")
+
+
 class LmdbStore:
     """LMDB implementation of :class:`mailfilter.store.Store`."""
 
     def __init__(self, location: str | os.PathLike[str], parameters: dict[str, object], *,
                  map_size_mb: int = 64, file_mode: int = 0o600, create: bool = True,
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, as_it_is: bool = False) -> None:
+        """``as_it_is``: read-only, never finish creating or upgrade the store first (the
+        walk of :meth:`verify`, which reads what its caller opened)."""
         self.location = str(location)
+        self._parameters = parameters
         path = Path(location)
         data_file = path / "data.mdb"
         if not data_file.exists():
@@ -310,7 +381,7 @@ class LmdbStore:
         elif not os.access(data_file, os.R_OK | (0 if readonly else os.W_OK)):
             raise StoreError(f"store {path} is not {'readable' if readonly else 'writable'} "
                              f"by this user (uid {os.getuid()})")
-        elif readonly and os.access(data_file, os.W_OK) and (
+        elif readonly and not as_it_is and os.access(data_file, os.W_OK) and (
                 not _initialised(path) or _older_schema(path)):
             # A delivery killed while creating the store left it without its sub-databases:
             # finish creating it (empty), as the next delivery would.  A store of an older
@@ -320,6 +391,8 @@ class LmdbStore:
             self.env = lmdb.open(str(path), max_dbs=_MAX_DBS, map_size=map_size_mb << 20,
                                  mode=file_mode, readonly=readonly, create=create and not readonly,
                                  lock=True, max_readers=256, readahead=False)
+        except _DAMAGE as error:
+            raise _damaged(str(path), f"LMDB: {_reason(error)}") from None
         except lmdb.Error as error:
             raise StoreError(f"cannot open store {path}: {error}") from None
         self.readonly = readonly
@@ -328,7 +401,13 @@ class LmdbStore:
         try:
             self.env.reader_check()
             self._open_databases()
+            stale = self._check_records()
             self._bind_parameters(parameters)
+            if stale and not readonly:
+                self._write(self._recount)
+        except _DAMAGE as error:
+            self.env.close()
+            raise _damaged(str(path), f"LMDB: {_reason(error)}") from None
         except lmdb.Error as error:
             self.env.close()
             raise StoreError(f"cannot open store {path}: {error}") from None
@@ -339,31 +418,124 @@ class LmdbStore:
     # -- environment -------------------------------------------------------------------
 
     def _open_databases(self) -> None:
-        create = not self.readonly
+        """Open (and, for a new store, create) the sub-databases; a store that has its
+        parameters but lacks a sub-database every store has is damaged, not new: nothing
+        is created in it (an empty ``docs`` made anew would take every message for new)."""
+        writable = not self.readonly
+
+        def sub(name: str, create: bool, **flags: bool) -> lmdb._Database:
+            return self.env.open_db(name.encode(), create=create, **flags)
         try:
-            def sub(name: str, **flags: bool) -> lmdb._Database:
-                return self.env.open_db(name.encode(), create=create, **flags)
-            self.meta = sub("meta")
-            self.docs = sub("docs")
-            self.by_time = sub("by_time")
-            self.counts = sub("counts")
-            self.index = {}
-            for name in _INDEXES:
-                try:
-                    self.index[name] = sub(name, dupsort=True, dupfixed=True)
-                except lmdb.NotFoundError:
-                    # Read-only, a store may lack an index a later version added: a schema 1
-                    # store's by_hist (read by_sum instead), or by_rcpt (no entries yet).
-                    if (name != "by_hist" and name not in _ADDED) or not self.readonly:
-                        raise
-            # A schema 1 store that cannot be upgraded (read-only to this user) is read as
-            # it is: its histogram index is by_sum.
-            self._by_sum = None
-            if "by_hist" not in self.index:
-                self._by_sum = self.index["by_sum"] = sub("by_sum", dupsort=True,
-                                                          dupfixed=True)
+            self._check_main()
+            self.meta = sub("meta", writable)
         except lmdb.NotFoundError:
             raise StoreError(f"{self.location} is not a dupfilter store") from None
+        with self.env.begin() as txn:
+            initialised = txn.get(b"parameters", db=self.meta) is not None
+        self.index = {}
+        for name in (*_ESSENTIAL[:3], *_INDEXES):
+            essential = name in _ESSENTIAL
+            flags = {} if name in _ESSENTIAL[:3] else {"dupsort": True, "dupfixed": True}
+            try:
+                db = sub(name, writable and not (essential and initialised), **flags)
+            except lmdb.NotFoundError:
+                if essential and initialised:
+                    raise _damaged(self.location, f"meta holds its parameters but the {name} "
+                                  "sub-database is missing") from None
+                # Read-only, a store may lack an index a later version added: a schema 1
+                # store's by_hist (read by_sum instead), or by_rcpt (no entries yet).
+                if essential or not self.readonly:
+                    raise StoreError(f"{self.location} is not a dupfilter store") from None
+                continue
+            if name in _ESSENTIAL[:3]:
+                setattr(self, name, db)
+            else:
+                self.index[name] = db
+        # A schema 1 store that cannot be upgraded (read-only to this user) is read as
+        # it is: its histogram index is by_sum.
+        self._by_sum = None
+        if "by_hist" not in self.index:
+            try:
+                self._by_sum = self.index["by_sum"] = sub("by_sum", False, dupsort=True,
+                                                          dupfixed=True)
+            except lmdb.NotFoundError:
+                raise StoreError(f"{self.location} is not a dupfilter store") from None
+
+    def _check_main(self) -> None:
+        """Refuse a main database that lost its ``meta`` while it lists sub-databases (or
+        pages were ever written): LMDB would show it as a new, empty store, and a writer
+        would create an empty one in it.  An environment with nothing in it is new."""
+        try:
+            self.env.open_db(b"meta", create=False)
+            return
+        except lmdb.NotFoundError:
+            pass
+        with self.env.begin() as txn:
+            names = {bytes(key) for key in islice(txn.cursor().iternext(values=False), 64)}
+        listed = self.env.stat()["entries"]
+        if not names and not listed and self.env.info()["last_pgno"] <= 1:
+            return
+        ours = {name.encode() for name in (*_ESSENTIAL, *_INDEXES)}
+        if names and len(names) == listed and not names & ours:
+            raise StoreError(f"{self.location} is not a dupfilter store (an LMDB environment "
+                             "of another program)")
+        raise _damaged(self.location, f"its main database says {listed:,} sub-databases, "
+                      f"found {len(names):,}, no meta")
+
+    def _check_records(self) -> bool:
+        """Compare meta's count of records with ``docs``' own, and read its first and last
+        record's keys (O(1): at every open).  True when the count is missing or stale (an
+        older dupfilter wrote), to be counted again by a writer; a read-only open skips the
+        comparison then."""
+        try:
+            with self.env.begin() as txn:
+                raw = txn.get(_RECORDS, db=self.meta)
+                next_id = self._next_id(txn)
+                entries = txn.stat(self.docs)["entries"]
+                cursor = txn.cursor(db=self.docs)
+                first = bytes(cursor.key()) if cursor.first() else None
+                last = bytes(cursor.key()) if cursor.last() else None
+        except _DAMAGE as error:
+            raise _damaged(self.location, f"its records cannot be read: LMDB: "
+                          f"{_reason(error)}") from None
+        stale = raw is None or len(raw) != _TALLY.size or _TALLY.unpack(raw)[1] != next_id
+        if not stale:
+            count = _TALLY.unpack(raw)[0]
+            if count != entries:
+                raise _damaged(self.location, f"meta says {count:,} records, found {entries:,}")
+        if entries and first is None:
+            raise _damaged(self.location, f"the records sub-database says {entries:,} "
+                          "records, found none")
+        for key in (first, last):
+            if key is not None and (len(key) != 8 or _U64.unpack(key)[0] >= next_id):
+                raise _damaged(self.location, f"the records sub-database holds a key "
+                              f"{key[:16].hex()} that is no record id below {next_id:,}")
+        return stale
+
+    def _next_id(self, txn: lmdb.Transaction) -> int:
+        """The id the next record gets."""
+        raw = txn.get(b"next_id", db=self.meta)
+        return _U64.unpack(raw)[0] if raw else 1
+
+    def _recount(self, txn: lmdb.Transaction) -> None:
+        """meta's count of records from ``docs``' own count (a new store, one an older
+        dupfilter made or wrote to last), unless another writer counted meanwhile."""
+        next_id = self._next_id(txn)
+        raw = txn.get(_RECORDS, db=self.meta)
+        if raw is None or len(raw) != _TALLY.size or _TALLY.unpack(raw)[1] != next_id:
+            txn.put(_RECORDS, _TALLY.pack(txn.stat(self.docs)["entries"], next_id),
+                    db=self.meta)
+
+    def _tally(self, txn: lmdb.Transaction, change: int, before: int, after: int) -> None:
+        """``change`` more records in meta's count (in the transaction that made the
+        change); ``before`` and ``after`` are ``next_id`` around it.  A count another
+        writer left stale is taken from ``docs``' own."""
+        raw = txn.get(_RECORDS, db=self.meta)
+        if raw is not None and len(raw) == _TALLY.size and _TALLY.unpack(raw)[1] == before:
+            count = max(0, _TALLY.unpack(raw)[0] + change)
+        else:
+            count = txn.stat(self.docs)["entries"]
+        txn.put(_RECORDS, _TALLY.pack(count, after), db=self.meta)
 
     def _bind_parameters(self, parameters: dict[str, object]) -> None:
         # How many of a record's smallest sketch hashes go into the shingle index.
@@ -380,6 +552,7 @@ class LmdbStore:
                     txn.put(b"schema", str(SCHEMA_VERSION).encode(), db=self.meta)
                     txn.put(b"parameters", wanted.encode(), db=self.meta)
                     txn.put(b"created", _u64(int(time.time())), db=self.meta)
+                    self._recount(txn)
             return
         if schema is not None and int(schema) not in READABLE_SCHEMAS:
             raise StoreMismatch(f"store {self.location} has schema {int(schema)}; this "
@@ -455,7 +628,7 @@ class LmdbStore:
                 with self._grow_lock:
                     self.env.set_mapsize(0)
             except lmdb.Error as error:
-                raise StoreError(f"store {self.location}: {_reason(error)}") from None
+                raise _store_error(self.location, error) from None
         raise StoreError(f"store {self.location}: map kept changing size")
 
     def _write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
@@ -496,7 +669,7 @@ class LmdbStore:
                 # mail through (or tempfail) and the next transaction tries again.
                 if txn is not None:
                     txn.abort()
-                raise StoreError(f"store {self.location}: {_reason(error)}") from None
+                raise _store_error(self.location, error) from None
             except BaseException:
                 if txn is not None:
                     txn.abort()
@@ -712,8 +885,7 @@ class LmdbStore:
         return self._write(lambda txn: self._add(txn, record))
 
     def _add(self, txn: lmdb.Transaction, record: Record) -> int:
-        raw_next = txn.get(b"next_id", db=self.meta)
-        doc_id = _U64.unpack(raw_next)[0] if raw_next else 1
+        doc_id = self._next_id(txn)
         txn.put(b"next_id", _u64(doc_id + 1), db=self.meta)
         record.doc_id = doc_id
         key = _u64(doc_id)
@@ -731,6 +903,7 @@ class LmdbStore:
             txn.cursor(db=self.index["by_hist"]).putmulti(histograms, dupdata=True)
         self._file_text(txn, record, new=True)
         txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
+        self._tally(txn, 1, doc_id, doc_id + 1)
         return doc_id
 
     # -- the text clusters' indexes -----------------------------------------------------
@@ -879,6 +1052,8 @@ class LmdbStore:
                 txn.put(index_key, value, db=self.index[name], dupdata=True)
             self._file_text(txn, record, new=False)
             txn.put(_TIME_ID.pack(record.last_seen, record.doc_id), b"", db=self.by_time)
+            next_id = self._next_id(txn)
+            self._tally(txn, 1, next_id, next_id)
         self._write(run)
 
     def touch(self, doc_id: int, when: int, recipients: Sequence[int]) -> None:
@@ -946,6 +1121,8 @@ class LmdbStore:
         txn.delete(key, db=self.docs)
         if hand_over:
             self._hand_over(txn, record, hashes, histogram)
+        next_id = self._next_id(txn)
+        self._tally(txn, -1, next_id, next_id)
         return record
 
     def prune(self, before: int, batch: int = 2000, *,
@@ -1017,26 +1194,29 @@ class LmdbStore:
                 yield Record.decode(_U64.unpack(key)[0], value)
 
     def stats(self) -> dict[str, object]:
-        with self.env.begin() as txn:
-            records = txn.stat(self.docs)["entries"]
-            by_time = txn.cursor(db=self.by_time)
-            oldest = newest = None
-            if by_time.first():
-                oldest = _TIME_ID.unpack(by_time.key())[0]
-            if by_time.last():
-                newest = _TIME_ID.unpack(by_time.key())[0]
-            per_day: dict[int, dict[str, int]] = {}
-            decided: dict[int, dict[str, int]] = {}
-            names = {code: name for name, code in _VERDICT_CODES.items()}
-            decisions = {code: name for name, code in _DECISION_CODES.items()}
-            for key, value in txn.cursor(db=self.counts):
-                day, code = _DAY_VERDICT.unpack(key)
-                if code >= _DECISION_BASE:
-                    if code in decisions:
-                        decided.setdefault(day, {})[decisions[code]] = _U64.unpack(value)[0]
-                    continue
-                per_day.setdefault(day, {})[names.get(code, "unique")] = _U64.unpack(value)[0]
-            postings = {name: txn.stat(db)["entries"] for name, db in self.index.items()}
+        try:
+            with self.env.begin() as txn:
+                records = txn.stat(self.docs)["entries"]
+                by_time = txn.cursor(db=self.by_time)
+                oldest = newest = None
+                if by_time.first():
+                    oldest = _TIME_ID.unpack(by_time.key())[0]
+                if by_time.last():
+                    newest = _TIME_ID.unpack(by_time.key())[0]
+                per_day: dict[int, dict[str, int]] = {}
+                decided: dict[int, dict[str, int]] = {}
+                names = {code: name for name, code in _VERDICT_CODES.items()}
+                decisions = {code: name for name, code in _DECISION_CODES.items()}
+                for key, value in txn.cursor(db=self.counts):
+                    day, code = _DAY_VERDICT.unpack(key)
+                    if code >= _DECISION_BASE:
+                        if code in decisions:
+                            decided.setdefault(day, {})[decisions[code]] = _U64.unpack(value)[0]
+                        continue
+                    per_day.setdefault(day, {})[names.get(code, "unique")] = _U64.unpack(value)[0]
+                postings = {name: txn.stat(db)["entries"] for name, db in self.index.items()}
+        except lmdb.Error as error:
+            raise _store_error(self.location, error) from None
         info = self.env.info()
         data_file = Path(self.location) / "data.mdb"
         size = data_file.stat().st_size if data_file.exists() else 0
@@ -1050,44 +1230,159 @@ class LmdbStore:
                                       sorted(decided.items())}}
 
     def verify(self) -> list[str]:
-        """Every index entry points at a record that wants it, and every record is indexed."""
-        problems: list[str] = []
-        with self.env.begin() as txn:
-            expected: set[tuple[str, bytes, bytes]] = set()
-            times: set[bytes] = set()
-            records: dict[int, Record] = {}
-            for key, value in txn.cursor(db=self.docs):
-                doc_id = _U64.unpack(key)[0]
-                try:
-                    record = Record.decode(doc_id, value)
-                except (StoreError, struct.error) as error:
-                    problems.append(f"record {doc_id} cannot be decoded: {error}")
-                    continue
-                records[doc_id] = record
+        """Every index entry points at a record that wants it, every record is indexed, and
+        meta's count of records is right.  A page LMDB cannot read is a problem (which
+        sub-database, after which key, which records), not an exception.
+
+        LMDB does not check a leaf it steps onto from its neighbour: a damaged one makes it
+        abort the process (an assertion in ``mdb_cursor_next``).  So the walk runs in a
+        process of its own, saying where it is as it goes; when it dies, that sub-database
+        is listed as damaged there and the walk runs again without it.  Records are read by
+        id (each look-up goes down from the root, which LMDB does check), so a damaged
+        page of them loses those records only.
+        """
+        skipped: dict[str, str] = {}
+        while True:
+            done, progress, errors = _walk_in_a_process(self.location, self._parameters,
+                                                        list(skipped))
+            if done is not None:
+                return [*skipped.values(), *done]
+            name, key = progress or ("the store", None)
+            where = f"after key {key}" if key else "at its first entries"
+            said = (errors.strip().splitlines() or ["nothing"])[-1]
+            problem = (f"{name}: LMDB aborted reading it {where} (a damaged page; it said: "
+                       f"{said}); not checked past there")
+            if progress is None or name in skipped:
+                return [*skipped.values(), problem]
+            skipped[name] = problem
+
+    def _verify(self, reader: _Reader, problems: list[str],
+                report: Callable[[str], None], skipped: set[str]) -> None:
+        expected: set[tuple[str, bytes, bytes]] = set()
+        times: set[bytes] = set()
+        lost: list[tuple[int, int]] = []        # ranges of record ids that cannot be read
+        walked = 0
+        broken = set(skipped)
+        records: dict[int, Record] = {}
+        for doc_id, value in self._walk_records(reader, problems, lost, report):
+            walked += 1
+            try:
+                record = Record.decode(doc_id, value)
                 expected.update(self._index_entries(record))
-                times.add(_TIME_ID.pack(record.last_seen, doc_id))
-            problems += self._verify_texts(txn, records)
-            for name, db in self.index.items():
-                if name in ("by_text_shingle", "by_text_hist"):
+            except (StoreError, struct.error, ValueError) as error:
+                problems.append(f"record {doc_id} cannot be decoded: {error}")
+                continue
+            records[doc_id] = record
+            times.add(_TIME_ID.pack(record.last_seen, doc_id))
+        if "docs" in skipped:
+            return                              # nothing to compare the indexes with
+        # The text clusters' indexes are checked as a whole (each cluster files each hash
+        # and histogram once), when every record could be read and neither was skipped.
+        texts = ("by_text_shingle", "by_text_hist")
+        if not lost and not any(name in skipped for name in texts):
+            report("by_text_shingle -")
+            try:
+                problems += self._verify_texts(reader.txn, records)
+            except lmdb.Error as error:
+                problems.append(f"the text clusters' indexes cannot be read "
+                                f"({type(error).__name__}: {_reason(error)})")
+                broken.update(texts)
+                reader.renew()
+
+        def unreadable(doc_id: int) -> bool:
+            return any(low <= doc_id <= high for low, high in lost)
+        for name, db in [*self.index.items(), ("by_time", self.by_time)]:
+            if name in skipped or name in texts:
+                continue
+            for key, value in self._walk(reader, name, db, problems, broken, report):
+                if name == "by_time":
+                    if key in times:
+                        times.discard(key)
+                    elif len(key) != _TIME_ID.size or not unreadable(_TIME_ID.unpack(key)[1]):
+                        problems.append(f"by_time: entry {key.hex()} has no record")
                     continue
-                for key, value in txn.cursor(db=db):
-                    entry = (name, bytes(key), bytes(value))
-                    if entry in expected:
-                        expected.discard(entry)
-                    else:
-                        problems.append(f"{name}: entry {bytes(key).hex()} → "
-                                        f"{bytes(value)[-8:].hex()} has no record that wants it")
-            for name, key, value in sorted(expected)[:100]:
-                problems.append(f"{name}: record {_U64.unpack(value[-8:])[0]} lacks its entry "
-                                f"{key.hex()}")
-            for key, _ in txn.cursor(db=self.by_time):
-                if bytes(key) in times:
-                    times.discard(bytes(key))
-                else:
-                    problems.append(f"by_time: entry {bytes(key).hex()} has no record")
+                entry = (name, key, value)
+                if entry in expected:
+                    expected.discard(entry)
+                elif len(value) < 8 or not unreadable(_U64.unpack(value[-8:])[0]):
+                    problems.append(f"{name}: entry {key.hex()} → {value[-8:].hex()} has no "
+                                    "record that wants it")
+        missing = [entry for entry in expected if entry[0] not in broken]
+        for name, key, value in sorted(missing)[:100]:
+            problems.append(f"{name}: record {_U64.unpack(value[-8:])[0]} lacks its entry "
+                            f"{key.hex()}")
+        if "by_time" not in broken:
             for key in sorted(times)[:100]:
                 problems.append(f"by_time: record {_TIME_ID.unpack(key)[1]} not in time index")
-        return problems
+        raw = reader.txn.get(_RECORDS, db=self.meta)
+        if not lost and raw is not None and len(raw) == _TALLY.size:
+            count, counted_at = _TALLY.unpack(raw)
+            if counted_at == self._next_id(reader.txn) and count != walked:
+                problems.append(f"meta says {count:,} records, found {walked:,}")
+
+    @staticmethod
+    def _walk(reader: _Reader, name: str, db: lmdb._Database, problems: list[str],
+              broken: set[str], report: Callable[[str], None]
+              ) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) of a sub-database, to the first page that cannot be read
+        (said in ``problems``, ``name`` added to ``broken``); where it is, to ``report``
+        (every 256 entries: on an abort, the damage is past the last key said)."""
+        last = None
+        report(f"{name} -")
+        try:
+            for number, (key, value) in enumerate(reader.txn.cursor(db=db)):
+                last = bytes(key)
+                if not number & 255:
+                    report(f"{name} {last.hex()}")
+                yield last, bytes(value)
+        except lmdb.Error as error:
+            where = f"after key {last.hex()}" if last is not None else "at its first entries"
+            problems.append(f"{name}: cannot be read {where} ({type(error).__name__}: "
+                            f"{_reason(error)}); not checked past there")
+            broken.add(name)
+            reader.renew()
+
+    def _walk_records(self, reader: _Reader, problems: list[str],
+                      lost: list[tuple[int, int]], report: Callable[[str], None]
+                      ) -> Iterator[tuple[int, bytes]]:
+        """Every (id, encoded record) of ``docs``, read by id, 1 to ``next_id`` (in
+        batches of one C call; a batch that meets a damaged page again id by id).  The ids
+        that cannot be read are said in ``problems`` as runs, and added to ``lost``."""
+        next_id = self._next_id(reader.txn)
+        cursor = reader.txn.cursor(db=self.docs)
+        failed: list[tuple[int, str]] = []
+        report("docs -")
+        for start in range(1, next_id, 4096):
+            ids = range(start, min(start + 4096, next_id))
+            try:
+                found = [(_U64.unpack(key)[0], bytes(value)) for key, value in
+                         cursor.getmulti([_u64(doc_id) for doc_id in ids])]
+            except lmdb.Error:
+                found = []
+                for doc_id in ids:
+                    try:
+                        value = reader.renew().get(_u64(doc_id), db=self.docs)
+                    except lmdb.Error as error:
+                        failed.append((doc_id, f"{type(error).__name__}: {_reason(error)}"))
+                        continue
+                    if value is not None:
+                        found.append((doc_id, bytes(value)))
+                cursor = reader.renew().cursor(db=self.docs)
+            yield from found
+        said = []
+        for doc_id, error in failed:
+            if lost and lost[-1][1] == doc_id - 1:
+                lost[-1] = (lost[-1][0], doc_id)
+            else:
+                lost.append((doc_id, doc_id))
+                said.append(error)
+        for (low, high), error in zip(lost, said, strict=True):
+            ids = f"records {low} to {high}" if high > low else f"record {low}"
+            problems.append(f"docs: {ids} cannot be read ({error})")
+        if cursor.last() and (len(cursor.key()) != 8 or _U64.unpack(cursor.key())[0]
+                              >= next_id):
+            problems.append(f"docs: a key {bytes(cursor.key())[:16].hex()} is no record id "
+                            f"below next_id {next_id}")
 
     def _verify_texts(self, txn: lmdb.Transaction, records: dict[int, Record]) -> list[str]:
         """Every text cluster files each index hash and each distinct histogram its members

@@ -1103,11 +1103,16 @@ class RedisStore:
     def verify(self) -> list[str]:
         """Per partition: its parameters; every record decodable, in the time index and with
         all its postings in its segment; every posting pointing at a record of its segment
-        that wants it; every segment with a TTL no longer than the retention."""
+        that wants it; every segment with a TTL no longer than the retention.  A value that
+        cannot be read is a problem, not an exception."""
         problems: list[str] = []
         with self._errors("verifying"):
             for partition in self.partitions:
-                problems.extend(self._verify_partition(partition))
+                try:
+                    problems.extend(self._verify_partition(partition))
+                except (ValueError, LookupError, struct.error) as error:
+                    problems.append(f"partition {{{partition.tag}}}: cannot be read, not "
+                                    f"checked past there ({type(error).__name__}: {error})")
         return problems
 
     def _verify_partition(self, partition: _Partition) -> list[str]:
@@ -1117,7 +1122,12 @@ class RedisStore:
         have = self.client.hget(base + b"c", b"p")
         if have is not None and have != self.parameters_id:
             problems.append(f"{name}: parameters {have.decode()} differ from the meta key's")
-        times = {int(member) for member in self.client.zrange(base + b"t", 0, -1)}
+        times = set()
+        for member in self.client.zrange(base + b"t", 0, -1):
+            try:
+                times.add(int(member))
+            except ValueError:
+                problems.append(f"{name}: time index member {member[:32]!r} is no record id")
         for segment in self._live_segments(partition):
             label = f"{name} segment {segment.key[len(base) + 1:].decode()}"
             ttl = self.client.ttl(segment.key)
@@ -1130,7 +1140,7 @@ class RedisStore:
                     doc_id = int.from_bytes(field_name[1:], "big")
                     try:
                         record = Record.decode(doc_id, value)
-                    except (StoreError, struct.error) as error:
+                    except (StoreError, struct.error, ValueError) as error:
                         problems.append(f"{label}: record {doc_id} cannot be decoded: {error}")
                         continue
                     if self._partition_of_id(doc_id) != partition.index:
