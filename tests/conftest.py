@@ -191,6 +191,8 @@ SLOW_TESTS = frozenset((
     "test_hostile_input.py::test_fifty_megabyte_body_is_bounded_in_time_and_memory",
     "test_smtpd_wire.py::test_wire_fuzzer_finds_nothing",
     "test_packaging.py::test_sdist_and_wheel_build",             # builds sdist and wheel
+    "test_store_damage.py::test_a_milter_on_a_damaged_store_says_why_in_status_and_log",
+    "test_store_damage.py::test_verify_on_damaged_redis_values_lists_them",   # redis-server
 ))
 
 

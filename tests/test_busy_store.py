@@ -155,15 +155,22 @@ def assert_text_still_known(engine: Engine) -> None:
     assert engine.store.verify() == []
 
 
+@pytest.fixture
+def lmdb_engine(tmp_path: Path, settings: Settings):  # noqa: ANN201
+    """An Engine on an LMDB store, for the tests of LMDB's text-cluster indexes (Redis
+    reads every copy under a key and prunes by TTL: docs/scaling.md)."""
+    with Engine(settings, str(tmp_path / "lmdb-store")) as opened:
+        yield opened
+
+
 def test_a_check_reads_one_record_of_a_text_however_many_copies(
-        engine: Engine, backend: str) -> None:
+        lmdb_engine: Engine) -> None:
     """LMDB files a text cluster once under each index hash and each histogram of its
     copies (docs/scaling.md, mass mail), so a check reads as many records with 40 copies
     stored as with 10 (the cluster's filer and its newest members).  Before, it read the
     newest 48 copies under each hash and every copy in the histogram window: as many
     records as copies (10, then 40; on 34d33cd)."""
-    if backend != "lmdb":
-        pytest.skip("Redis reads every copy under a key (docs/scaling.md)")
+    engine = lmdb_engine
     read = {}
     copies = 0
     for count in (10, 40):
@@ -194,12 +201,11 @@ def test_the_copy_that_filed_a_text_forgotten_the_others_still_find_it(
     assert_text_still_known(engine)
 
 
-def test_a_pruned_first_copy_leaves_its_text_findable(engine: Engine, backend: str) -> None:
+def test_a_pruned_first_copy_leaves_its_text_findable(lmdb_engine: Engine) -> None:
     """Pruning removes the oldest record first, which is the one that filed its text's
     entries: the copies left keep the text findable (they file the entries instead), and
     once every copy is pruned nothing of the text is left in the indexes."""
-    if backend != "lmdb":
-        pytest.skip("Redis prunes by TTL, a segment at a time")
+    engine = lmdb_engine
     now = 1_800_000_000
     copies_to_mailboxes(engine, 12, first_at=now - 40 * 86400, at=now)
     assert engine.store.prune(now - 30 * 86400) == 1
