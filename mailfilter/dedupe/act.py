@@ -64,9 +64,10 @@ class UndoLog:
                      "argv": argv})
 
     def _write(self, entry: dict[str, object]) -> None:
+        """The header line: written, not synced (the first change's sync takes it along;
+        a log with no change has nothing to undo)."""
         self.file.write(json.dumps(entry, sort_keys=True) + "\n")
         self.file.flush()
-        os.fsync(self.file.fileno())
 
     def __call__(self, entries: dict[str, object] | list[dict[str, object]]) -> None:
         """Write one entry, or several with one sync, before the change they name."""
@@ -94,7 +95,8 @@ def _imap_options(args: argparse.Namespace) -> ImapOptions | None:
         check_imap_url(url)
     return ImapOptions(password=imap_password(args.password_file), ca_file=args.tls_ca,
                        rate=args.rate, expunge=args.expunge,
-                       keyword=args.keyword or "\\Flagged")
+                       keyword=args.keyword or "\\Flagged",
+                       writable=args.action != "report" and not args.dry_run)
 
 
 def _when(seconds: float | None) -> str:

@@ -34,8 +34,9 @@ from mailfilter.sources import _MBOX_SEPARATOR, _MBOXRD_QUOTED, is_maildir
 Log = Callable[[dict[str, object] | list[dict[str, object]]], None]
 PASSWORD_ENV = "DUPFILTER_IMAP_PASSWORD"
 MAILDIR_FLAGGED = "F"
-# Message-ID headers fetched per IMAP command (the cheap first pass of an exact run).
-HEADER_BATCH = 5000
+# Whole IMAP messages fetched per command: at most ImapOptions.batch, and at most this many
+# bytes (by their RFC822.SIZE) unless one message alone is larger.
+FETCH_BYTES = 16 * 1024 * 1024
 # Maildir files moved per batch: their undo log lines synced once, then every link, one
 # sync of each folder, every unlink.
 MAILDIR_BATCH = 64
@@ -604,7 +605,8 @@ class ImapOptions:
     expunge: bool = False           # EXPUNGE what was marked \\Deleted
     keyword: str = IMAP_FLAGGED     # what --action flag sets
     retries: int = 5                # reconnections before giving up
-    batch: int = 200                # messages fetched or changed per command
+    batch: int = 500                # messages fetched or changed per command
+    writable: bool = False          # the run changes the folders: SELECT, never EXAMINE
 
 
 def imap_password(password_file: str | None) -> str:
@@ -672,6 +674,7 @@ class ImapAccount:
         self.folder = unquote(parts.path.lstrip("/")) or None
         self.pace = Pace(self.options.rate)
         self.reconnections = 0
+        self.exists = 0     # messages in the selected folder, as SELECT said
 
     @property
     def label(self) -> str:
@@ -718,11 +721,15 @@ class ImapAccount:
         raise AssertionError("unreachable")
 
     def select(self, folder: str, readonly: bool) -> int:
+        """Select ``folder`` (read-only unless the run changes folders: one SELECT then,
+        not an EXAMINE to read and a SELECT to act); its UIDVALIDITY."""
         client = self.client
+        readonly = readonly and not self.options.writable
         if self.selected != (folder, readonly):
             response = client.select_folder(folder, readonly=readonly)  # type: ignore[attr-defined]
             self.selected = (folder, readonly)
             self.uidvalidity = int(response[b"UIDVALIDITY"])
+            self.exists = int(response.get(b"EXISTS", 1))
         return self.uidvalidity
 
     def folders(self, exclude: str | None) -> list[ImapFolder]:
@@ -772,6 +779,8 @@ class ImapAccount:
 
 
 _UID = re.compile(rb"\bUID (\d+)")
+_SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
+_FLAGS = re.compile(rb"\bFLAGS \(([^)]*)\)")
 
 
 def uid_set(uids: list[int]) -> str:
@@ -788,14 +797,14 @@ def uid_set(uids: list[int]) -> str:
     return ",".join(ranges)
 
 
-def raw_fetch(client: object, uids: list[int], items: str
+def raw_fetch(client: object, uids: list[int] | str, items: str
               ) -> Iterator[tuple[int, bytes, bytes]]:
     """(UID, the rest of its response, its literal) for each message of a ``UID FETCH``
     of one literal item, read by imaplib alone: IMAPClient's response parser took three
     times imaplib's time for the Message-IDs of a folder.  A FETCH the server volunteers
     without a literal (another client's flag change) is passed over."""
     imap = client._imap     # type: ignore[attr-defined]  # IMAPClient's imaplib connection
-    status, data = imap.uid("FETCH", uid_set(uids), items)
+    status, data = imap.uid("FETCH", uids if isinstance(uids, str) else uid_set(uids), items)
     if status != "OK":
         raise SourceError(f"UID FETCH failed: {data!r}"[:300])
     for index, item in enumerate(data):
@@ -818,6 +827,7 @@ class ImapFolder:
         self.account, self.name = account, name
         self.label = f"{account.label}/{name}"
         self.uidvalidity: int | None = None
+        self._sizes: dict[int, int] = {}      # UID → RFC822.SIZE, from message_ids
 
     def _uids(self) -> list[int]:
         def search() -> list[int]:
@@ -833,31 +843,47 @@ class ImapFolder:
         return len(self._uids())
 
     def message_ids(self) -> Iterator[tuple[str, str | None]]:
-        uids = self._uids()
-        for start in range(0, len(uids), HEADER_BATCH):
-            wanted = uids[start:start + HEADER_BATCH]
+        """The Message-ID of every message not marked ``\\Deleted``: one command for the
+        whole folder (its flags, sizes and that one header field)."""
+        def fetch() -> list[tuple[int, bytes, bytes]]:
+            validity = self.account.select(self.name, readonly=True)
+            if self.uidvalidity is None:
+                self.uidvalidity = validity
+            self._uids_checked()
+            if not self.account.exists:
+                return []
+            self.account.pace.step()
+            return list(raw_fetch(self.account.client, "1:*",
+                                  "(FLAGS RFC822.SIZE BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)])"))
 
-            def fetch(wanted: list[int] = wanted) -> dict[int, bytes]:
-                self._uids_checked()
-                self.account.pace.step()
-                return {uid: header for uid, _rest, header in raw_fetch(
-                    self.account.client, wanted, "(BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)])")}
-
-            fetched: dict[int, bytes] = self.account.retrying(fetch)  # type: ignore[assignment]
-            for uid in wanted:
-                header = fetched.get(uid)
-                if header is not None:
-                    fields = first_values(read_headers(header.replace(b"\r\n", b"\n")))
-                    yield f"{self.uidvalidity}:{uid}", fields.get("message-id") or None
+        fetched: list[tuple[int, bytes, bytes]] = self.account.retrying(fetch)  # type: ignore[assignment]
+        for uid, rest, header in sorted(fetched):
+            flags = _FLAGS.search(rest)
+            if flags is not None and b"\\deleted" in flags.group(1).lower():
+                continue
+            size = _SIZE.search(rest)
+            if size is not None:
+                self._sizes[uid] = int(size.group(1))
+            fields = first_values(read_headers(header.replace(b"\r\n", b"\n")))
+            yield f"{self.uidvalidity}:{uid}", fields.get("message-id") or None
 
     def messages(self, only: set[str] | None = None) -> Iterator[StoredMessage]:
-        uids = self._uids()
-        if only is not None:
-            uids = [uid for uid in uids if f"{self.uidvalidity}:{uid}" in only]
+        """The messages (``only``: those keys of :meth:`message_ids`, without searching the
+        folder again), a few megabytes a command."""
+        if only is not None and self.uidvalidity is not None:
+            prefix = f"{self.uidvalidity}:"
+            uids = sorted(int(key[len(prefix):]) for key in only if key.startswith(prefix))
+        else:
+            uids = self._uids()
         batch = self.account.options.batch
         done = 0
         while done < len(uids):
-            wanted = uids[done:done + batch]
+            wanted, size = [], 0
+            for uid in uids[done:done + batch]:
+                size += self._sizes.get(uid, 0)
+                if wanted and size > FETCH_BYTES:
+                    break
+                wanted.append(uid)
 
             def fetch(wanted: list[int] = wanted) -> dict[int, tuple[bytes, bytes]]:
                 self._uids_checked()

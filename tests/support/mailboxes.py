@@ -144,7 +144,8 @@ def _one_line_more(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
     """True when ``longer`` is ``shorter`` with one line added somewhere."""
     if len(longer) != len(shorter) + 1:
         return False
-    at = next((i for i, (a, b) in enumerate(zip(longer, shorter, strict=False)) if a != b), len(shorter))
+    at = next((i for i, (a, b) in enumerate(zip(longer, shorter, strict=False)) if a != b),
+              len(shorter))
     return longer[at + 1:] == shorter[at:]
 
 
