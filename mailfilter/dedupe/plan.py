@@ -205,7 +205,7 @@ class ExactGrouper:
         if mid_key is None:
             analysis = self._analyse(message)
             seen = seen_of(order, message, analysis)
-            bucket: tuple[object, ...] = exact_key(seen, analysis, scope) or ("alone", order)
+            bucket: tuple[object, ...] = exact_key(seen, analysis, scope) or (None, order)
             variant = Variant([seen], None, seen.digest)
         else:
             raw_date = fields.get("date", "")
@@ -217,7 +217,8 @@ class ExactGrouper:
             variant = Variant([seen], message.raw)
             self._pending[id(variant)] = variant
             self._pending_bytes += len(message.raw)
-        self._variants[content] = variant
+        if bucket[0] is not None:   # an empty text without a Message-ID has no copies
+            self._variants[content] = variant
         contents = self._buckets.setdefault(bucket, [])
         contents.append(variant)
         if len(contents) > 1:
