@@ -265,12 +265,15 @@ def run(args: argparse.Namespace, settings: Settings, argv: list[str]) -> int:
     verb = _verb(args)
     _print_report(groups, args, out, verb)
     rate = total / elapsed if elapsed else 0.0
+    analysed = f", {grouper.analysed} analysed" if isinstance(grouper, ExactGrouper) else ""
     summary = (f"{total} messages in {len(folders)} folders checked in {elapsed:.1f} s "
-               f"({rate:.0f} msg/s; {grouper.checked} read whole): {len(groups)} with "
+               f"({rate:.0f} msg/s; {grouper.checked} read whole{analysed}): {len(groups)} with "
                f"copies, {copies} copies")
     counts: dict[str, object] = {"messages": total, "read_whole": grouper.checked,
                                  "folders": len(folders), "groups": len(groups),
                                  "copies": copies, "seconds": round(elapsed, 3), "changed": 0}
+    if isinstance(grouper, ExactGrouper):
+        counts["analysed"] = grouper.analysed
     if args.action == "report" or args.dry_run or not copies:
         tail = "" if args.action == "report" else (
             f"; --dry-run: nothing {DONE[args.action]}" if args.dry_run and copies else "")
