@@ -78,6 +78,30 @@ def test_exact_report_finds_every_copy_keeps_each_original_and_changes_nothing(
                                  "changed": 0}
 
 
+def test_exact_copies_need_the_message_id_and_the_text_not_the_bytes(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, filled: mb.Filled) -> None:
+    """Under one Message-ID, a re-fetched copy (a Received line on top) and a base64 copy
+    are the message; another text under that Message-ID is not, and its own re-fetched copy
+    is its copy.  Catches grouping by Message-ID alone (an exact run reads and analyses only
+    what its Message-IDs group) and by bytes alone (the base64 copy), and copies without a
+    Message-ID grouped by bytes alone (one without: another Date is another message)."""
+    original = filled.messages["notice1"]
+    other = original.replace(b"Amount charged: 59.90", b"Amount charged: 99.90")
+    no_id = original.replace(b"Message-ID: <order.4711-2026@shop.example>\n", b"")
+    assert no_id != original
+    root = tmp_path / "Maildir"
+    mb.fill_maildir(root, {
+        "a": original, "b": mb.refetched(original), "c": mb.reencoded(original, "base64"),
+        "d": other, "e": mb.refetched(other),
+        "f": no_id, "g": mb.refetched(no_id), "h": mb.reencoded(no_id, "base64"),
+        "i": no_id.replace(b"08:01:00", b"08:02:00")})
+    code, out, _ = dedupe(capsys, "--json", str(root))
+    assert code == 0
+    assert copies_found(out) == {"b": "a", "c": "a", "e": "d", "g": "f", "h": "f"}
+    summary = json.loads(out.splitlines()[-1])["summary"]
+    assert summary["read_whole"] == 9
+
+
 def test_near_also_finds_forwards_and_never_a_templated_notice(
         capsys: pytest.CaptureFixture[str], maildir: Path, filled: mb.Filled) -> None:
     code, out, _ = dedupe(capsys, "--near", "--json", str(maildir))

@@ -10,6 +10,7 @@ a log of everything it may have done.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -23,7 +24,7 @@ from queue import Queue
 from typing import IO
 
 from mailfilter.config import Settings, default_state_dir
-from mailfilter.dedupe.plan import Group, Grouper, Seen, choose
+from mailfilter.dedupe.plan import ExactGrouper, Group, Grouper, Seen, choose
 from mailfilter.dedupe.sources import (
     Folder,
     ImapAccount,
@@ -63,9 +64,10 @@ class UndoLog:
                      "argv": argv})
 
     def _write(self, entry: dict[str, object]) -> None:
+        """The header line: written, not synced (the first change's sync takes it along;
+        a log with no change has nothing to undo)."""
         self.file.write(json.dumps(entry, sort_keys=True) + "\n")
         self.file.flush()
-        os.fsync(self.file.fileno())
 
     def __call__(self, entries: dict[str, object] | list[dict[str, object]]) -> None:
         """Write one entry, or several with one sync, before the change they name."""
@@ -93,7 +95,8 @@ def _imap_options(args: argparse.Namespace) -> ImapOptions | None:
         check_imap_url(url)
     return ImapOptions(password=imap_password(args.password_file), ca_file=args.tls_ca,
                        rate=args.rate, expunge=args.expunge,
-                       keyword=args.keyword or "\\Flagged")
+                       keyword=args.keyword or "\\Flagged",
+                       writable=args.action != "report" and not args.dry_run)
 
 
 def _when(seconds: float | None) -> str:
@@ -158,7 +161,8 @@ def _ahead(messages: Iterator[StoredMessage], depth: int = 256) -> Iterator[Stor
         yield item      # type: ignore[misc]
 
 
-def _read_all(folders: list[Folder], grouper: Grouper, near: bool, across: bool) -> int:
+def _read_all(folders: list[Folder], grouper: Grouper | ExactGrouper, near: bool,
+              across: bool) -> int:
     """Check the messages of every folder, in order, with a progress bar on a terminal (its
     total counted first, so that it shows the time left); how many messages there are."""
     wanted: dict[str, set[str]] | None = None
@@ -174,13 +178,17 @@ def _read_all(folders: list[Folder], grouper: Grouper, near: bool, across: bool)
         if only is not None and not only:
             continue
         for message in _ahead(folder.messages(only)):
-            batch.append((message, grouper.engine.analyse(message.raw)))
-            if len(batch) == BATCH:
-                grouper.add_many(batch)
-                batch = []
+            if isinstance(grouper, ExactGrouper):
+                grouper.add(message)
+            else:
+                batch.append((message, grouper.analyse(message.raw)))
+                if len(batch) == BATCH:
+                    grouper.add_many(batch)
+                    batch = []
             if bar is not None:
                 bar.update(1)       # type: ignore[attr-defined]
-    grouper.add_many(batch)
+    if isinstance(grouper, Grouper):
+        grouper.add_many(batch)
     if bar is not None:
         bar.close()                 # type: ignore[attr-defined]
     return total
@@ -239,24 +247,33 @@ def run(args: argparse.Namespace, settings: Settings, argv: list[str]) -> int:
                 seen_labels.add(folder.label)
                 folders.append(folder)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="dupfilter-dedupe-") as scratch:
-        if not args.db:
-            settings.store.path = scratch
-        with Engine(settings) as engine:
-            grouper = Grouper(engine, near=args.near, across_folders=args.across_folders)
-            total = _read_all(folders, grouper, args.near, args.across_folders)
+    with contextlib.ExitStack() as stack:
+        grouper: Grouper | ExactGrouper
+        if args.near:
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="dupfilter-dedupe-"))
+            if not args.db:
+                settings.store.path = scratch
+            grouper = Grouper(stack.enter_context(Engine(settings)),
+                              across_folders=args.across_folders)
+        else:               # no store, no engine (see mailfilter.dedupe.plan)
+            grouper = ExactGrouper(settings, across_folders=args.across_folders)
+        total = _read_all(folders, grouper, args.near, args.across_folders)
     elapsed = time.perf_counter() - started
     groups = grouper.groups(args.keep)
     copies = sum(len(group.copies) for group in groups)
     verb = _verb(args)
     _print_report(groups, args, out, verb)
     rate = total / elapsed if elapsed else 0.0
+    analysed = f", {grouper.analysed} analysed" if isinstance(grouper, ExactGrouper) else ""
     summary = (f"{total} messages in {len(folders)} folders checked in {elapsed:.1f} s "
-               f"({rate:.0f} msg/s; {grouper.checked} read whole): {len(groups)} with "
+               f"({rate:.0f} msg/s; {grouper.checked} read whole{analysed}): {len(groups)} with "
                f"copies, {copies} copies")
     counts: dict[str, object] = {"messages": total, "read_whole": grouper.checked,
                                  "folders": len(folders), "groups": len(groups),
                                  "copies": copies, "seconds": round(elapsed, 3), "changed": 0}
+    if isinstance(grouper, ExactGrouper):
+        counts["analysed"] = grouper.analysed
     if args.action == "report" or args.dry_run or not copies:
         tail = "" if args.action == "report" else (
             f"; --dry-run: nothing {DONE[args.action]}" if args.dry_run and copies else "")

@@ -15,7 +15,9 @@ import errno
 import fcntl
 import hashlib
 import imaplib
+import logging
 import os
+import re
 import socket
 import ssl
 import time
@@ -26,14 +28,16 @@ from typing import Protocol
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from mailfilter.message import first_look
+from mailfilter.normalise import first_values, read_headers
 from mailfilter.sources import _MBOX_SEPARATOR, _MBOXRD_QUOTED, is_maildir
 
 # The undo log: one entry, or several synced to disk at once, before the change they name.
 Log = Callable[[dict[str, object] | list[dict[str, object]]], None]
 PASSWORD_ENV = "DUPFILTER_IMAP_PASSWORD"
 MAILDIR_FLAGGED = "F"
-# Message-ID headers fetched per IMAP command (the cheap first pass of an exact run).
-HEADER_BATCH = 500
+# Whole IMAP messages fetched per command: at most ImapOptions.batch, and at most this many
+# bytes (by their RFC822.SIZE) unless one message alone is larger.
+FETCH_BYTES = 16 * 1024 * 1024
 # Maildir files moved per batch: their undo log lines synced once, then every link, one
 # sync of each folder, every unlink.
 MAILDIR_BATCH = 64
@@ -602,7 +606,8 @@ class ImapOptions:
     expunge: bool = False           # EXPUNGE what was marked \\Deleted
     keyword: str = IMAP_FLAGGED     # what --action flag sets
     retries: int = 5                # reconnections before giving up
-    batch: int = 50                 # messages fetched per command
+    batch: int = 500                # messages fetched or changed per command
+    writable: bool = False          # the run changes the folders: SELECT, never EXAMINE
 
 
 def imap_password(password_file: str | None) -> str:
@@ -670,6 +675,7 @@ class ImapAccount:
         self.folder = unquote(parts.path.lstrip("/")) or None
         self.pace = Pace(self.options.rate)
         self.reconnections = 0
+        self.exists = 0     # messages in the selected folder, as SELECT said
 
     @property
     def label(self) -> str:
@@ -680,6 +686,11 @@ class ImapAccount:
         context = ssl.create_default_context(cafile=self.options.ca_file)
         client = IMAPClient(self.host, port=self.port, ssl=self.tls, ssl_context=context,
                             timeout=60)
+        # IMAPClient turns imaplib's debug output on and hands it to its logger: a message
+        # formatted and logged per response line (a fifth of a run's CPU on a header pass),
+        # for nothing unless that logger shows DEBUG.
+        if not logging.getLogger("imapclient.imaplib").isEnabledFor(logging.DEBUG):
+            client._imap.debug = 0     # noqa: SLF001 - IMAPClient's imaplib connection
         if not self.tls:
             if not client.has_capability("STARTTLS"):
                 client.logout()
@@ -716,11 +727,15 @@ class ImapAccount:
         raise AssertionError("unreachable")
 
     def select(self, folder: str, readonly: bool) -> int:
+        """Select ``folder`` (read-only unless the run changes folders: one SELECT then,
+        not an EXAMINE to read and a SELECT to act); its UIDVALIDITY."""
         client = self.client
+        readonly = readonly and not self.options.writable
         if self.selected != (folder, readonly):
             response = client.select_folder(folder, readonly=readonly)  # type: ignore[attr-defined]
             self.selected = (folder, readonly)
             self.uidvalidity = int(response[b"UIDVALIDITY"])
+            self.exists = int(response.get(b"EXISTS", 1))
         return self.uidvalidity
 
     def folders(self, exclude: str | None) -> list[ImapFolder]:
@@ -769,6 +784,46 @@ class ImapAccount:
             self.client = None
 
 
+_UID = re.compile(rb"\bUID (\d+)")
+_SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
+_FLAGS = re.compile(rb"\bFLAGS \(([^)]*)\)")
+
+
+def uid_set(uids: list[int]) -> str:
+    """``uids`` as an IMAP sequence set of ranges (``1:500,502``): one short command
+    however many messages it names."""
+    ranges: list[str] = []
+    ordered = sorted(uids)
+    start = 0
+    for index in range(1, len(ordered) + 1):
+        if index == len(ordered) or ordered[index] != ordered[index - 1] + 1:
+            first, last = ordered[start], ordered[index - 1]
+            ranges.append(str(first) if first == last else f"{first}:{last}")
+            start = index
+    return ",".join(ranges)
+
+
+def raw_fetch(client: object, uids: list[int] | str, items: str
+              ) -> Iterator[tuple[int, bytes, bytes]]:
+    """(UID, the rest of its response, its literal) for each message of a ``UID FETCH``
+    of one literal item, read by imaplib alone: IMAPClient's response parser took three
+    times imaplib's time for the Message-IDs of a folder.  A FETCH the server volunteers
+    without a literal (another client's flag change) is passed over."""
+    imap = client._imap     # type: ignore[attr-defined]  # IMAPClient's imaplib connection
+    status, data = imap.uid("FETCH", uids if isinstance(uids, str) else uid_set(uids), items)
+    if status != "OK":
+        raise SourceError(f"UID FETCH failed: {data!r}"[:300])
+    for index, item in enumerate(data):
+        if not isinstance(item, tuple):
+            continue
+        head, literal = item
+        after = data[index + 1] if index + 1 < len(data) else b""
+        rest = head + (after if isinstance(after, bytes) else b"")
+        found = _UID.search(rest)
+        if found is not None:
+            yield int(found.group(1)), rest, literal
+
+
 class ImapFolder:
     """One IMAP folder; messages are named by UIDVALIDITY and UID, so that a run that
     reconnects (or a later run) knows them again, and a folder renumbered meanwhile
@@ -778,6 +833,7 @@ class ImapFolder:
         self.account, self.name = account, name
         self.label = f"{account.label}/{name}"
         self.uidvalidity: int | None = None
+        self._sizes: dict[int, int] = {}      # UID → RFC822.SIZE, from message_ids
 
     def _uids(self) -> list[int]:
         def search() -> list[int]:
@@ -793,46 +849,63 @@ class ImapFolder:
         return len(self._uids())
 
     def message_ids(self) -> Iterator[tuple[str, str | None]]:
-        uids = self._uids()
-        for start in range(0, len(uids), HEADER_BATCH):
-            wanted = uids[start:start + HEADER_BATCH]
+        """The Message-ID of every message not marked ``\\Deleted``: one command for the
+        whole folder (its flags, sizes and that one header field)."""
+        def fetch() -> list[tuple[int, bytes, bytes]]:
+            validity = self.account.select(self.name, readonly=True)
+            if self.uidvalidity is None:
+                self.uidvalidity = validity
+            self._uids_checked()
+            if not self.account.exists:
+                return []
+            self.account.pace.step()
+            return list(raw_fetch(self.account.client, "1:*",
+                                  "(FLAGS RFC822.SIZE BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)])"))
 
-            def fetch(wanted: list[int] = wanted) -> dict[int, dict[bytes, object]]:
-                self._uids_checked()
-                self.account.pace.step()
-                return self.account.client.fetch(  # type: ignore[attr-defined]
-                    wanted, ["BODY.PEEK[HEADER.FIELDS (MESSAGE-ID)]"])
-
-            fetched = self.account.retrying(fetch)
-            for uid in wanted:
-                item = fetched.get(uid)     # type: ignore[union-attr]
-                if item is not None:
-                    header = next((v for k, v in item.items() if k.startswith(b"BODY[")), b"")
-                    yield f"{self.uidvalidity}:{uid}", first_look(header + b"\r\n").message_id
+        fetched: list[tuple[int, bytes, bytes]] = self.account.retrying(fetch)  # type: ignore[assignment]
+        for uid, rest, header in sorted(fetched):
+            flags = _FLAGS.search(rest)
+            if flags is not None and b"\\deleted" in flags.group(1).lower():
+                continue
+            size = _SIZE.search(rest)
+            if size is not None:
+                self._sizes[uid] = int(size.group(1))
+            fields = first_values(read_headers(header.replace(b"\r\n", b"\n")))
+            yield f"{self.uidvalidity}:{uid}", fields.get("message-id") or None
 
     def messages(self, only: set[str] | None = None) -> Iterator[StoredMessage]:
-        uids = self._uids()
-        if only is not None:
-            uids = [uid for uid in uids if f"{self.uidvalidity}:{uid}" in only]
+        """The messages (``only``: those keys of :meth:`message_ids`, without searching the
+        folder again), a few megabytes a command."""
+        if only is not None and self.uidvalidity is not None:
+            prefix = f"{self.uidvalidity}:"
+            uids = sorted(int(key[len(prefix):]) for key in only if key.startswith(prefix))
+        else:
+            uids = self._uids()
         batch = self.account.options.batch
         done = 0
         while done < len(uids):
-            wanted = uids[done:done + batch]
+            wanted, size = [], 0
+            for uid in uids[done:done + batch]:
+                size += self._sizes.get(uid, 0)
+                if wanted and size > FETCH_BYTES:
+                    break
+                wanted.append(uid)
 
-            def fetch(wanted: list[int] = wanted) -> dict[int, dict[bytes, object]]:
+            def fetch(wanted: list[int] = wanted) -> dict[int, tuple[bytes, bytes]]:
                 self._uids_checked()
                 self.account.pace.step(len(wanted))
-                return self.account.client.fetch(  # type: ignore[attr-defined]
-                    wanted, ["RFC822.SIZE", "INTERNALDATE", "BODY.PEEK[]"])
+                return {uid: (rest, raw) for uid, rest, raw in raw_fetch(
+                    self.account.client, wanted, "(INTERNALDATE BODY.PEEK[])")}
 
-            fetched = self.account.retrying(fetch)
+            fetched: dict[int, tuple[bytes, bytes]] = self.account.retrying(  # type: ignore[assignment]
+                fetch)
             for uid in wanted:
-                item = fetched.get(uid)     # type: ignore[union-attr]
+                item = fetched.get(uid)
                 if item is None:            # expunged meanwhile by another client
                     continue
-                raw = item[b"BODY[]"]
-                date = item.get(b"INTERNALDATE")
-                received = date.timestamp() if date is not None else None
+                rest, raw = item
+                date = imaplib.Internaldate2tuple(rest)
+                received = time.mktime(date) if date is not None else None
                 yield StoredMessage(self, f"{self.uidvalidity}:{uid}", len(raw), received, raw)
             done += len(wanted)
 
@@ -909,14 +982,16 @@ class ImapFolder:
         keyword = self.account.options.keyword
 
         def act(uids: list[int]) -> None:
-            self.account.client.add_flags(uids, [keyword.encode()])  # type: ignore[attr-defined]
+            self.account.client.add_flags(  # type: ignore[attr-defined]
+                uids, [keyword.encode()], silent=True)
 
         self._each(messages, lambda uid: self._base("imap-flag", uid) | {"flag": keyword},
                    act, log)
 
     def delete(self, messages: list[Handle], log: Log) -> None:
         def act(uids: list[int]) -> None:
-            self.account.client.add_flags(uids, [b"\\Deleted"])  # type: ignore[attr-defined]
+            self.account.client.add_flags(  # type: ignore[attr-defined]
+                uids, [b"\\Deleted"], silent=True)
 
         self._each(messages, lambda uid: self._base("imap-delete", uid)
                    | {"expunged": self.account.options.expunge}, act, log)

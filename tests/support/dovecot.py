@@ -154,6 +154,19 @@ def fill(server: Dovecot, folder: str, messages: dict[str, bytes]) -> None:
             client.append(folder, raw)
 
 
+def clear_keyword(server: Dovecot, folder: str, keyword: str) -> None:
+    """Take ``keyword`` off every message of ``folder`` (a bench runs its tools on one
+    folder in turn)."""
+    context = ssl.create_default_context(cafile=str(server.ca_file))
+    with IMAPClient("127.0.0.1", port=server.imaps_port, ssl=True,
+                    ssl_context=context) as client:
+        client.login(USER, PASSWORD)
+        client.select_folder(folder)
+        uids = client.search(["ALL"])
+        if uids:
+            client.remove_flags(uids, [keyword.encode()], silent=True)
+
+
 def folder_messages(server: Dovecot, folder: str) -> list[tuple[int, bytes, tuple[bytes, ...]]]:
     """(UID, bytes, flags) of every message in ``folder``, as a client sees it."""
     context = ssl.create_default_context(cafile=str(server.ca_file))

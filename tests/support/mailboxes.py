@@ -97,6 +97,8 @@ class Filled:
     copies: dict[str, str] = field(default_factory=dict)
     near_copies: dict[str, str] = field(default_factory=dict)
     must_stay: set[str] = field(default_factory=set)
+    # Near copies the corpus itself holds (see :func:`corpus_resends`), in near_copies too.
+    resends: set[str] = field(default_factory=set)
 
     @property
     def distinct(self) -> set[str]:
@@ -120,6 +122,64 @@ def corpus_mail(corpus_messages: list[Path], count: int, *, start: int = 0) -> l
     return chosen
 
 
+def text_lines(raw: bytes) -> list[str]:
+    """The decoded text of every text part of ``raw``, one whitespace-normalised line per
+    non-blank line."""
+    lines = []
+    for part in message_from_bytes(raw, policy=policy.compat32).walk():
+        if part.get_content_maintype() != "text":
+            continue
+        payload = part.get_payload(decode=True) or b""
+        lines += [" ".join(line.split()) for line in
+                  payload.decode("latin-1").splitlines() if line.strip()]
+    return lines
+
+
+def _signature_cut(lines: list[str]) -> tuple[str, ...]:
+    """``lines`` up to a signature separator (``-- ``, normalised to ``--``)."""
+    return tuple(lines[:lines.index("--")] if "--" in lines else lines)
+
+
+def _one_line_more(longer: tuple[str, ...], shorter: tuple[str, ...]) -> bool:
+    """True when ``longer`` is ``shorter`` with one line added somewhere."""
+    if len(longer) != len(shorter) + 1:
+        return False
+    at = next((i for i, (a, b) in enumerate(zip(longer, shorter, strict=False)) if a != b),
+              len(shorter))
+    return longer[at + 1:] == shorter[at:]
+
+
+def corpus_resends(mail: dict[str, bytes]) -> dict[str, str]:
+    """Copies the corpus holds under other Message-IDs (name → the name of the first of
+    its kind): the same decoded text after whitespace normalisation (a crosspost, a spam
+    run); or from the same sender the same words once quote marks and a signature are left
+    out (a resend, re-wrapped, signed), or the same lines with one line added (a resend
+    with a comment).  Linear: texts are bucketed, only neighbours compared."""
+    same_text: dict[tuple[str, ...], str] = {}
+    same_words: dict[tuple[str, tuple[str, ...]], str] = {}
+    by_sender: dict[tuple[str, int], list[tuple[str, tuple[str, ...]]]] = {}
+    found: dict[str, str] = {}
+    for name in sorted(mail):
+        lines = text_lines(mail[name])
+        if not lines:
+            continue
+        sender = (header(mail[name], "From") or "").lower()
+        cut = _signature_cut(lines)
+        words = (sender, tuple(word for line in cut for word in line.split()
+                               if word.strip(">")))
+        original = same_text.get(tuple(lines)) or same_words.get(words) or next(
+            (other for other, text in by_sender.get((sender, len(cut) - 1), ())
+             if _one_line_more(cut, text)), None) or next(
+            (other for other, text in by_sender.get((sender, len(cut) + 1), ())
+             if _one_line_more(text, cut)), None)
+        if original is not None:
+            found[name] = found.get(original, original)
+            continue
+        same_text[tuple(lines)] = same_words[words] = name
+        by_sender.setdefault((sender, len(cut)), []).append((name, cut))
+    return found
+
+
 def crafted_mailbox(corpus_messages: list[Path], originals: int = 60) -> Filled:
     """Corpus messages, then copies of some: re-fetched exact copies, quoted-printable and
     base64 re-encodings, forwards, and two templated notices that must both stay."""
@@ -141,6 +201,10 @@ def crafted_mailbox(corpus_messages: list[Path], originals: int = 60) -> Filled:
     filled.messages["notice1"] = notice(1, "4711-2026", "59.90")
     filled.messages["notice2"] = notice(2, "5823-2026", "12.40")
     filled.must_stay |= {"notice1", "notice2"}
+    resends = corpus_resends({n: raw for n, raw in filled.messages.items()
+                              if n.startswith("m")})
+    filled.near_copies |= resends
+    filled.resends = set(resends)
     return filled
 
 
