@@ -74,6 +74,9 @@ _BLOCK_DATE = Pattern(
     r"|verzonden|inviato|data|enviada)\*?[ \t\xa0]*:", _I)
 _LINE = Pattern(r"[^\n]*(?:\n|\Z)")
 _WORDS_ABOVE = Pattern(r"[^\W_]")
+# A word of the writer's own: a token with a letter or digit that is not a link (a tracker
+# notice starts with its ticket's link and nothing else above its news).
+_OWN_WORD = Pattern(r"(?:^|(?<=\s))(?![^\s]*(?:://|www\.))[^\s]*?[^\W_]")
 _NOT_SPACE = Pattern(r"\S")
 # A signature separator line ``-- `` (or ``--``): searched for as "\n--", a literal prefix
 # that the regex engine finds fast; only the very first line needs the anchored pattern.
@@ -677,7 +680,9 @@ def _name_line(text: str, name: str) -> int | None:
         start = text.rfind("\n", 0, max(0, position - 1)) + 1
         line = text[start:position].strip(" \t\n-–—*_").lower()
         if line and (line.startswith(parts[0]) or line == parts[-1]):
-            return start
+            # "Ann Lee updated OPS-123:" introduces what follows (a tracker's news); a
+            # signature's name line never ends with a colon.
+            return None if line.endswith(":") else start
         if start == 0:
             return None
         position = start
@@ -716,7 +721,8 @@ def split_signoff(text: str, sender_name: str = "", prepared: Prepared | None = 
                   ) -> tuple[str, str]:
     """(text, the sign-off set aside): from a closing line ("Best regards,") or, without
     one, from a line that starts with the sender's name, to the end — when that is a short
-    block (at most 10 lines) under text with words.  Two messages from one person share
+    block (at most 10 lines) under text with words of its own (a link alone is none: a
+    tracker's notice under its ticket's link).  Two messages from one person share
     their name, title, company and telephone block; it says nothing of the message.
     ``prepared``: ``text`` prepared already (mailfilter/text.py)."""
     prepared = prepare(text, (prepared,))
@@ -726,7 +732,7 @@ def split_signoff(text: str, sender_name: str = "", prepared: Prepared | None = 
         closing = _closing_line(prepared, tail_from)
     starts = [start for start in (closing,
                                   _name_line(text, sender_name) if sender_name else None)
-              if start is not None and _WORDS_ABOVE.get().search(text, 0, start)]
+              if start is not None and _OWN_WORD.get().search(text, 0, start)]
     if not starts:
         return text, ""
     start = min(starts)
