@@ -111,7 +111,8 @@ _GATE = register(("confidential", "intended", "recipient", "disclaimer", "origin
          "confidentiel", "destinat", "adressat", "privileged", "outside your",
          "outside of", "outside the", "careful with", "gesellschaft", "confidencial",
          "directly", "receiving this", "atlassian", "the bug", "message id",
-         "circular 230", "tax advice", "secure", "above named", "[ext", "legal responsibility", "scanned",
+         "circular 230", "tax advice", "secure", "above named", "[ext",
+         "legal responsibility", "scanned",
          "authorised and", "destinataires", "par erreur", "personal data",
          "first-time sender"))
 register(_WEAK)
