@@ -1553,4 +1553,6 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in (
     Category("gateway_and_attached_copies", FLAG, gateway_and_attached_copies),
     Category("tracker_status_updates", UNIQUE, rn.tracker_status_updates),
     Category("disclaimer_short_notes", UNIQUE, rn.disclaimer_short_notes),
+    Category("subject_only_data", UNIQUE, rn.subject_only_data),
+    Category("campaign_copies", FLAG, rn.campaign_copies),
 )}

@@ -336,3 +336,124 @@ def disclaimer_short_notes(ctx: rc.Context, count: int) -> list[rc.Case]:
                                           f"{len(note.split())} words"))
         cases.append(rc.Case(name, i, fmt, deliveries))
     return cases
+
+
+# -- campaign_copies (flag) and subject_only_data (unique) ---------------------------------
+
+_PROMO_SUBJECTS = ("Be Your Own Boss!!", "Lowest mortgage rates in years", "Your FREE trial "
+                   "is waiting", "Earn $5000 a week from home!", "Last chance: 80% off "
+                   "everything", "Refinance today and save", "You have been selected!",
+                   "Hot stock alert", "Lose 20 lbs in 30 days", "Cheap meds online")
+
+
+def _campaign_subject(rng: random.Random, subject: str, style: str) -> str:
+    """``subject`` with the kind of token a campaign adds to make each copy different."""
+    if style == "padded":
+        return f"{subject}{' ' * rng.randint(3, 30)}{rng.randint(1000, 99999)}"
+    if style == "after_punctuation":
+        return f"{subject.rstrip('!?.')}!! {rng.randint(1000, 99999)}"
+    if style == "random_token":
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        token = rm._alnum(rng, rng.randint(5, 10), letters + "0123456789")
+        while not (any(c.isdigit() for c in token) and any(c in letters[6:] for c in token)):
+            token = rm._alnum(rng, rng.randint(5, 10), letters + "0123456789")
+        return f"{subject} {token}"
+    if style == "leading_padded":
+        return f"{rng.randint(1000, 99999)}{' ' * rng.randint(3, 20)}{subject}"
+    return subject      # sender: only the sender's local part changes
+
+
+def campaign_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """One campaign's text, the same body byte for byte, sent again with a random token in
+    the subject (padded, after its closing punctuation, a random run of letters and
+    digits, a padded number in front) or from another local part of the same domain."""
+    name = "campaign_copies"
+    styles = ("padded", "after_punctuation", "random_token", "leading_padded", "sender")
+    cases = []
+    for i in range(count):
+        rng = ctx.rng(name, i)
+        style = ctx.rotate(name, i, styles)
+        tld = rng.choice(("com", "net", "biz", "info"))
+        domain = f"{rm._alnum(rng, 8, 'abcdefghijklmnopqrstuvwxyz')}.{tld}"
+        me = rm.make_person(rng)
+        subject = rng.choice(_PROMO_SUBJECTS)
+        text = "\n\n".join(ctx.pool.prose(rng, rng.choice((1, 2, 3)))) + \
+            f"\n\nTo be removed from our list, reply with REMOVE to remove@{domain}\n"
+        body = rm.text_part(text)
+        deliveries = []
+        moment = rm.when(rng, 2002)
+        for k in range(2):
+            local = rm._alnum(rng, rng.randint(4, 9), "abcdefghijklmnopqrstuvwxyz0123456789") \
+                if style == "sender" or k == 0 else deliveries[0].sender.split("@")[0]
+            sender = rm.Person(rng.choice(("", "Offers", "Customer Service")), f"{local}@{domain}")
+            moment += dt.timedelta(minutes=rng.randint(1, 600))
+            raw = rc.compose(rng, sender=sender, to=[me],
+                             subject=_campaign_subject(rng, subject, style) if style != "sender"
+                             or k == 0 else subject, moment=moment, body=body,
+                             mid=rm.message_id(rng, "other", domain), rcpt=me.addr,
+                             envelope=sender.addr)
+            deliveries.append(rc.Delivery(raw, sender.addr, [me.addr], rc.FLAG if k else None,
+                                          style))
+        cases.append(rc.Case(name, i, style, deliveries))
+    return cases
+
+
+def _subject_data(rng: random.Random, kind: str, value: int, host: str) -> tuple[str, str]:
+    """(subject, sender address) of a notice whose data live only in its subject."""
+    return {
+        "jenkins": (f"Build #{value} failed: api-main", f"jenkins@ci.{host}"),
+        "jenkins_plain": (f"api-main - Build # {value} - Failure!", f"jenkins@ci.{host}"),
+        "order": (f"Order {value} confirmed", f"orders@shop.{host}"),
+        "order_no": (f"Your order no. {value} has shipped", f"orders@shop.{host}"),
+        "code": (f"Your verification code is {value % 1000000:06d}", f"no-reply@{host}"),
+        "invoice": (f"Invoice INV-{value} from {host.split('.')[0].title()}",
+                    f"billing@{host}"),
+        "ticket": (f"[Ticket #{value}] We received your request", f"support@{host}"),
+    }[kind]
+
+
+_SUBJECT_DATA_BODIES = {
+    "jenkins": "See the console output and the changes since the last successful build on "
+               "the build page. You are receiving this because you are on the build's "
+               "notification list.",
+    "order": "Thank you for shopping with us. We will send you another email when your "
+             "items ship. You can check the status of your order at any time in your account.",
+    "code": "Use this code to finish signing in. It expires in 10 minutes. If you did not "
+            "try to sign in, you can ignore this email and your account stays safe.",
+    "invoice": "Please find your invoice in your billing portal. Payment is due within 30 "
+               "days of the invoice date. Thank you for your business with us.",
+    "ticket": "Thanks for contacting our support team. A member of the team will reply as "
+              "soon as possible, usually within one working day. Please do not open a new "
+              "request for the same question.",
+}
+
+
+def subject_only_data(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """Notices of one sender with the same body byte for byte whose data (a build, order,
+    invoice or ticket number, a sign-in code) live only in the subject: each is new."""
+    name = "subject_only_data"
+    kinds = ("jenkins", "jenkins_plain", "order", "order_no", "code", "invoice", "ticket")
+    cases = []
+    for i in range(count):
+        rng = ctx.rng(name, i)
+        kind = ctx.rotate(name, i, kinds)
+        org = rm.make_org(rng)
+        me = rm.make_person(rng, org.domain if kind.startswith("jenkins") else None)
+        body = rm.text_part(_SUBJECT_DATA_BODIES[kind.split("_")[0]] + "\n")
+        value = rng.randint(100, 999999)
+        moment = rm.when(rng)
+        deliveries = []
+        for k in range(rng.randint(2, 4)):
+            value += rng.randint(1, 40)
+            subject, addr = _subject_data(rng, kind, value, org.domain)
+            moment += dt.timedelta(minutes=rng.randint(1, 3000))
+            raw = rc.compose(rng, sender=rm.Person(org.name, addr), to=[me], subject=subject,
+                             moment=moment, body=body, mid=rm.message_id(rng, "postfix",
+                                                                         org.domain),
+                             rcpt=me.addr, envelope=addr,
+                             extra=[("Auto-Submitted", "auto-generated")]
+                             if kind.startswith("jenkins") else [])
+            deliveries.append(rc.Delivery(raw, addr, [me.addr], rc.UNIQUE if k else None,
+                                          subject))
+        cases.append(rc.Case(name, i, kind, deliveries))
+    return cases
