@@ -1555,4 +1555,6 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in (
     Category("disclaimer_short_notes", UNIQUE, rn.disclaimer_short_notes),
     Category("subject_only_data", UNIQUE, rn.subject_only_data),
     Category("campaign_copies", FLAG, rn.campaign_copies),
+    Category("note_over_original", FLAG, rn.note_over_original),
+    Category("resent_under_new_subject", FLAG, rn.resent_under_new_subject),
 )}

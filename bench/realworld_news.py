@@ -457,3 +457,117 @@ def subject_only_data(ctx: rc.Context, count: int) -> list[rc.Case]:
                                           subject))
         cases.append(rc.Case(name, i, kind, deliveries))
     return cases
+
+
+# -- note_over_original and resent_under_new_subject (flag) --------------------------------
+
+_FOLLOW_UP_SUBJECTS = ("Following up", "Reminder", "Any update?", "Still need your answer",
+                       "Did you get this?", "Quick reminder", "Checking in", "Re-sending")
+_FOLLOW_UP_NOTES = (
+    "Hi {first}, I am re-sending this in case it got buried in your inbox. Could you take a "
+    "look when you get a chance?",
+    "{first}, just bumping this to the top of your inbox. I still need an answer before "
+    "the end of the week, see below.",
+    "Sending this again since I did not hear back. No rush, but please let me know what "
+    "you think of the message below.",
+    "Hi {first}, did you see my message below? It may have gone to your junk folder, so "
+    "I am sending it once more.",
+    "Resending my note from last week below. Happy to jump on a call if that is easier "
+    "for you.",
+)
+NOTE_LAYOUTS = ("gmail", "outlook", "apple", "thunderbird", "pasted")
+
+
+def note_over_original(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """A message of 8-80 words, then its own sender's short note (~20 words) over the
+    whole of it — forwarded in the sender's client layout or pasted — under another
+    subject."""
+    name = "note_over_original"
+    cases = []
+    for i in range(count):
+        rng = ctx.rng(name, i)
+        layout = ctx.rotate(name, i, NOTE_LAYOUTS)
+        org = rm.make_org(rng)
+        ann = org.people[0] if rng.random() < 0.6 else rm.make_person(rng)
+        me = rm.make_person(rng, rm.make_org(rng).domain)
+        cl = rm.CLIENTS["outlook" if layout in ("outlook", "pasted") else layout]
+        moment = rm.when(rng)
+        own = ctx.pool.words_of_prose(rng, 8, 80)
+        original_text = f"Hi {me.first},\n\n{rm.wrap([own], cl.wrap)}\n\n{ann.first}"
+        subject = ctx.pool.subject(rng)
+        mid = rm.message_id(rng, "outlook" if layout == "pasted" else layout,
+                            ann.addr.split("@")[1])
+        first = rc.compose(rng, sender=ann, to=[me], subject=subject, moment=moment,
+                           body=rm.text_part(original_text), mid=mid, rcpt=me.addr,
+                           envelope=ann.addr, client=cl)
+        later = moment + dt.timedelta(hours=rng.randint(2, 200))
+        note = rng.choice(_FOLLOW_UP_NOTES).format(first=me.first)
+        o = rm.Original(ann, [me], moment, subject, original_text, message_id=mid)
+        if layout == "pasted":
+            text = f"{note}\n\n{original_text}\n"
+        else:
+            block = rm.forward_block(layout if layout != "outlook" else "outlook", o)
+            text = f"{note}\n\n{block}\n{original_text}\n"
+        second = rc.compose(rng, sender=ann, to=[me],
+                            subject=rng.choice(_FOLLOW_UP_SUBJECTS), moment=later,
+                            body=rm.text_part(text),
+                            mid=rm.message_id(rng, "outlook" if layout == "pasted" else layout,
+                                              ann.addr.split("@")[1]),
+                            rcpt=me.addr, envelope=ann.addr, client=cl)
+        cases.append(rc.Case(name, i, layout, [
+            rc.Delivery(first, ann.addr, [me.addr], None, f"{len(own.split())} words"),
+            rc.Delivery(second, ann.addr, [me.addr], rc.FLAG, "note over the original")]))
+    return cases
+
+
+_RESEND_PREFIXES = ("[Correction] ", "Re-send: ", "UPDATED: ", "(Corrected link) ", "")
+_RESEND_NOTES = (
+    "We are re-sending this issue because some of the links in yesterday's email did not "
+    "work. Apologies for the duplicate!",
+    "Correction: the date of the webinar in our last email was wrong. The corrected issue "
+    "is below.",
+    "Oops! Our last email went out with a broken image. Here it is again.",
+)
+
+
+def resent_under_new_subject(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """A newsletter issue, then the same issue re-sent by its sender under a new subject
+    with a correction note on top (and, half the time, one paragraph edited)."""
+    name = "resent_under_new_subject"
+    cases = []
+    for i in range(count):
+        rng = ctx.rng(name, i)
+        brand = rng.choice(("The Weekly Brief", "Product Digest", "Garden Notes",
+                            "City Council News", "Runner's Letter", "Dev Weekly"))
+        host = f"{rm._alnum(rng, 7, 'abcdefghijklmnopqrstuvwxyz')}.com"
+        sender = rm.Person(brand, f"news@{host}")
+        me = rm.make_person(rng)
+        paragraphs = ctx.pool.prose(rng, rng.choice((3, 4, 5)))
+        footer = (f"You are receiving this because you subscribed to {brand}.\n"
+                  f"Unsubscribe: https://{host}/u/{rm._hex(rng, 16)}\n{brand}, "
+                  f"{rng.randint(1, 999)} Main Street")
+        subject = ctx.pool.subject(rng)
+        moment = rm.when(rng)
+        headers = [("List-Unsubscribe", f"<https://{host}/unsubscribe>"),
+                   ("List-Id", f"{brand} <news.{host}>")]
+        body1 = f"{brand}\n\n" + "\n\n".join(rm.wrap([p], 72) for p in paragraphs) + \
+            f"\n\n{footer}\n"
+        first = rc.compose(rng, sender=sender, to=[me], subject=subject, moment=moment,
+                           body=rm.text_part(body1), mid=rm.message_id(rng, "mailchimp"),
+                           rcpt=me.addr, envelope=f"bounce@{host}", extra=headers)
+        edited = list(paragraphs)
+        if rng.random() < 0.5:      # the correction: a few words of one paragraph
+            at = rng.randrange(len(edited))
+            edited[at] = rc._typo_edit(rng, edited[at])
+        body2 = f"{rng.choice(_RESEND_NOTES)}\n\n{brand}\n\n" + \
+            "\n\n".join(rm.wrap([p], 72) for p in edited) + f"\n\n{footer}\n"
+        prefix = rng.choice(_RESEND_PREFIXES)
+        new_subject = prefix + (subject if prefix else ctx.pool.subject(rng))
+        second = rc.compose(rng, sender=sender, to=[me], subject=new_subject,
+                            moment=moment + dt.timedelta(hours=rng.randint(1, 30)),
+                            body=rm.text_part(body2), mid=rm.message_id(rng, "mailchimp"),
+                            rcpt=me.addr, envelope=f"bounce@{host}", extra=headers)
+        cases.append(rc.Case(name, i, prefix.strip() or "new subject", [
+            rc.Delivery(first, sender.addr, [me.addr], None, subject),
+            rc.Delivery(second, sender.addr, [me.addr], rc.FLAG, new_subject)]))
+    return cases
