@@ -556,8 +556,12 @@ def resent_under_new_subject(ctx: rc.Context, count: int) -> list[rc.Case]:
                            body=rm.text_part(body1), mid=rm.message_id(rng, "mailchimp"),
                            rcpt=me.addr, envelope=f"bounce@{host}", extra=headers)
         edited = list(paragraphs)
-        if rng.random() < 0.5:      # the correction: a few words of one paragraph
-            at = rng.randrange(len(edited))
+        at = rng.randrange(len(edited))     # the correction: one sentence, or a few words
+        sentences = edited[at].split(". ")
+        if rng.random() < 0.6 and len(sentences) >= 3:
+            sentences[rng.randrange(len(sentences))] = ctx.pool.sentence(rng, 6, 20)
+            edited[at] = ". ".join(sentences)
+        else:
             edited[at] = rc._typo_edit(rng, edited[at])
         body2 = f"{rng.choice(_RESEND_NOTES)}\n\n{brand}\n\n" + \
             "\n\n".join(rm.wrap([p], 72) for p in edited) + f"\n\n{footer}\n"

@@ -666,6 +666,7 @@ _SIGNOFF_WORDS = register(("regards", "wishes", "thank", "cheers", "sincerely", 
 _SIGNOFF_LINE_WORDS = _SIGNOFF_WORDS | register(("respectfully",))
 _SIGNOFF_MAX_LINES = 10
 _SIGNOFF_MAX_CHARS = 700
+_PROSE_LINE_WORDS = 10     # a signature's lines (name, title, telephone) are shorter
 _NAME_SEPARATORS = Pattern(r"[\s,]+")
 
 
@@ -730,8 +731,8 @@ def split_signoff(text: str, sender_name: str = "", prepared: Prepared | None = 
     closing = None
     if not prepared.aligned or prepared.starts(_SIGNOFF_WORDS, tail_from):
         closing = _closing_line(prepared, tail_from)
-    starts = [start for start in (closing,
-                                  _name_line(text, sender_name) if sender_name else None)
+    named = _name_line(text, sender_name) if sender_name else None
+    starts = [start for start in (closing, named)
               if start is not None and _OWN_WORD.get().search(text, 0, start)]
     if not starts:
         return text, ""
@@ -739,6 +740,11 @@ def split_signoff(text: str, sender_name: str = "", prepared: Prepared | None = 
     block = text[start:]
     if len(block) > _SIGNOFF_MAX_CHARS or \
             sum(1 for line in block.split("\n") if line.strip()) > _SIGNOFF_MAX_LINES:
+        return text, ""
+    if start != closing and any(len(line.split()) >= _PROSE_LINE_WORDS
+                                for line in block.split("\n")):
+        # Under a line that merely starts with the sender's name ("Product Digest", a
+        # newsletter's masthead), a line of prose: the message itself, not a signature.
         return text, ""
     return text[:start], block
 

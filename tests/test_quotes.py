@@ -141,3 +141,11 @@ def test_a_link_alone_above_is_no_message_to_sign() -> None:
     """Before: a ticket's link counted as text above a sign-off, so the news under it went."""
     text = "[ https://jira.example.com/browse/OPS-1 ]\n\nAnn Lee\nStatus: Done\n"
     assert split_signoff(text, "Ann Lee") == (text, "")
+
+
+def test_prose_under_a_line_with_the_senders_name_is_no_signature() -> None:
+    """Before: a newsletter whose masthead is its sender's name ("Product Digest") lost
+    everything under the masthead as a signature when a note stood above it."""
+    text = ("Here it is again.\n\nProduct Digest\n\nIn the Lurgan Mail there was also news "
+            "of a dramatic robbery at the shop.\n")
+    assert split_signoff(text, "Product Digest") == (text, "")
