@@ -28,15 +28,18 @@ MIN_STORED_WORDS = 6
 
 
 def _holds_stored(pair: Pair, share: float) -> bool:
-    """The new text holds the stored one whole: as one of its paragraphs (short texts),
-    or ``share`` of it by sketch containment."""
-    if pair.stored_digest in pair.new.part_digests:
-        return pair.stored_words >= MIN_STORED_WORDS
+    """The new text holds the stored one whole: ``share`` of it by sketch containment;
+    a text under ``min_words`` words only as a paragraph (or line) of the new one that is
+    shown as that sender's message (forwarded with its header) or under a re-send note
+    (a short line alike in two texts is no copy: two forwards' leftover header lines)."""
     if pair.containment_of_stored is not None:
-        return pair.containment_of_stored >= share
-    stored = set(pair.stored_sketch)
-    return pair.stored_words >= pair.settings.min_words and bool(stored) \
-        and stored <= set(pair.new.sketch)
+        return pair.containment_of_stored >= share \
+            or pair.stored_digest in pair.new.part_digests
+    new, stored = pair.new_features, pair.stored_features
+    shown = new.resend_note or bool(
+        ({stored.sender, stored.sender_name} - {0}) & set(new.forwarded_from))
+    return shown and pair.stored_words >= MIN_STORED_WORDS \
+        and pair.stored_digest in pair.new.part_digests
 
 
 class ResentOriginalRule:
