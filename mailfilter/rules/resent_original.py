@@ -23,6 +23,8 @@ CONTAINED = 0.9
 # held, is enough (a newsletter re-sent with a correction).
 NOTED_RESEMBLANCE = 0.5
 NOTED_CONTAINED = 0.8
+# ... and this alike, its data may differ too (the correction the note announces).
+CORRECTED_RESEMBLANCE = 0.8
 # Shorter stored texts are found whole only as a paragraph (or line) of the new text.
 MIN_STORED_WORDS = 6
 
@@ -47,7 +49,7 @@ class ResentOriginalRule:
     description = ("the stored message's sender sends its whole text again under another "
                    "subject or thread, under a note of at most 40 words, or under a note "
                    "that says it is sent again (0.5 alike or 0.8 of it held), its data "
-                   "unchanged (near-duplicate)")
+                   "unchanged unless 0.8 alike (near-duplicate)")
 
     def judge(self, pair: Pair) -> Judgement | None:
         new, stored = pair.new_features, pair.stored_features
@@ -55,14 +57,18 @@ class ResentOriginalRule:
                 or names_stored(pair) or (new.automated and stored.automated):
             return None
         added = pair.new.word_count - pair.stored_words
+        corrected = False
         if new.resend_note and not new.quoted:
             held = (pair.resemblance or 0.0) >= NOTED_RESEMBLANCE \
                 or _holds_stored(pair, NOTED_CONTAINED)
+            # "Correction: the date was wrong, the corrected issue below": its data may
+            # differ where nearly all else is the same.
+            corrected = (pair.resemblance or 0.0) >= CORRECTED_RESEMBLANCE
             how = "under a note that says it is sent again"
         else:
             held = added <= NOTE_WORDS and _holds_stored(pair, CONTAINED)
             how = f"under a note of {max(added, 0)} words"
-        if not held or identifier_conflict(pair) is not None:
+        if not held or (not corrected and identifier_conflict(pair) is not None):
             return None
         return Judgement(NEAR_DUPLICATE, self.name, "resend", 1.0,
                          f"its sender sends its whole text again, {how}")
