@@ -27,16 +27,19 @@ import xxhash
 # A token with a digit set off from the rest of a subject by a run of spaces, at its end:
 # the counter a campaign appends to each copy ("Be Your Own Boss!!      13986") so that no
 # two look alike — not data of the message (a subject's real data is never padded away).
-_PADDED_COUNTER = re.compile(r"[ \t]{3,}[^\s]*\d[^\s]*[ \t]*$|^[ \t]*[^\s]*\d[^\s]*[ \t]{3,}")
+# (Each token is read once: a lookahead finds its digit, a possessive run takes it.)
+_PADDED_COUNTER = re.compile(r"[ \t]{3,}(?=[^\s]*\d)[^\s]++[ \t]*$"
+                             r"|^[ \t]*+(?=[^\s]*\d)[^\s]++[ \t]{3,}")
 # Campaign tokens at a subject's end, no data of the message either: a token with a digit
 # after the subject's closing punctuation ("Be Your Own Boss!! 13986"), or a random-looking
 # run of letters and digits (alternating more than once, with a letter beyond a-f: "…
 # today k83jf02x"; "web03" is a host, a hexadecimal run a commit or hash) — unless a label
 # names it (#, "order", "build", a colon …): "Build #1235 failed", "Your code: X7K2PQ".
 _CAMPAIGN_TOKEN = re.compile(
-    r"(?:(?<=[!?.])[ \t]+[^\s]*\d[^\s]*"
-    r"|(?<=[^\s#:])[ \t]+(?=[a-z0-9]*[g-z])(?=[a-z0-9]*(?:[a-z]\d+[a-z]|\d[a-z]+\d))"
-    r"[a-z0-9]{5,24})[ \t]*$", re.IGNORECASE)
+    r"(?:(?<=[!?.])[ \t]++(?=[^\s]*\d)[^\s]++"
+    r"|(?<=[^\s#:])[ \t]++(?=[a-z0-9]{0,23}[g-z])"
+    r"(?=[a-z0-9]{0,21}(?:[a-z]\d{1,22}[a-z]|\d[a-z]{1,22}\d))[a-z0-9]{5,24}+)[ \t]*$",
+    re.IGNORECASE)
 _LABELS = frozenset((
     "no", "nr", "id", "ref", "code", "case", "job", "run", "pin", "order", "build", "issue",
     "ticket", "invoice", "account", "release", "version", "number", "pr", "bug", "tracking",
