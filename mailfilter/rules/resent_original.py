@@ -54,8 +54,9 @@ class ResentOriginalRule:
     def judge(self, pair: Pair) -> Judgement | None:
         new, stored = pair.new_features, pair.stored_features
         if pair.same_text or not new.sender or new.sender != stored.sender \
-                or names_stored(pair) or (new.automated and stored.automated):
-            return None
+                or new.subject == stored.subject or names_stored(pair) \
+                or (new.automated and stored.automated):
+            return None     # (under one subject the usual measures judge it)
         added = pair.new.word_count - pair.stored_words
         corrected = False
         if new.resend_note and not new.quoted:
