@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import realworld_mail as rm
+import realworld_news as rn  # its categories (it reads this module's helpers when run)
 import realworld_templates as rt
 from realworld_corpus import TextPool
 
@@ -1550,4 +1551,10 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in (
     Category("resends_and_reencodings", FLAG, resends_and_reencodings),
     Category("templated_same_data", FLAG, templated_same_data),
     Category("gateway_and_attached_copies", FLAG, gateway_and_attached_copies),
+    Category("tracker_status_updates", UNIQUE, rn.tracker_status_updates),
+    Category("disclaimer_short_notes", UNIQUE, rn.disclaimer_short_notes),
+    Category("subject_only_data", UNIQUE, rn.subject_only_data),
+    Category("campaign_copies", FLAG, rn.campaign_copies),
+    Category("note_over_original", FLAG, rn.note_over_original),
+    Category("resent_under_new_subject", FLAG, rn.resent_under_new_subject),
 )}

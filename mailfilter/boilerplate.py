@@ -67,6 +67,26 @@ _STRONG = tuple((anchor, Pattern(pattern, re.MULTILINE)) for anchor, pattern in 
     ("si vous", r"si vous (?:avez reçu ce|n'êtes pas le destinataire)"),
     ("destinatario", r"si usted no es el destinatario"),
     ("confidencial", r"este (?:mensaje|correo) (?:es|y sus anexos son) confidencial"),
+    ("circular 230", r"circular 230"),
+    ("tax advice", r"tax advice contained in this (?:communication|e-?mail|message)"),
+    ("secure", r"(?:internet|e-?mail) (?:communications? )?(?:is|are) not (?:a )?secure"),
+    ("above named", r"intended (?:only |solely )?for the above named"),
+    ("[ext", r"^\[ext(?:ernal)?\]"),
+    ("legal responsibility", r"(?:accept|assume)s? (?:no )?legal responsibility"),
+    ("scanned", r"(?:e-?mail|message) has been scanned for viruses"),
+    ("authorised and", r"(?:authori[sz]ed and regulated|regulated by the financial)"),
+    ("destinataires", r"l'intention exclusive de (?:ses|son) destinataire"),
+    ("par erreur", r"(?:reçu|recevez) ce (?:message|courriel) par erreur"),
+    ("personal data", r"process (?:your )?personal data in accordance with"),
+    ("first-time sender", r"^\W{0,3}first-time sender\b"),
+    # Notification footers of trackers and forges (GitHub, GitLab, Bugzilla, Jira): the
+    # same lines under every notice, however different their news.
+    ("directly", r"reply to this e-?mail directly"),
+    ("receiving this", r"you(?: are|'re) receiving this (?:because you|e-?mail because of"
+                       r"|mail because:)"),
+    ("atlassian", r"this message was sent by atlassian"),
+    ("the bug", r"^\W{0,3}you (?:are|reported)\b[^.\n]{0,50}\bthe bug\.?$"),
+    ("message id", r"^\W{0,3}message id: <[^>\s]{1,200}@github\.com>"),
 ))
 # Weak cues: two different ones make a sentence boilerplate; one extends a neighbour's.
 _WEAK = ("confidential", "privileged", "proprietary information", "unauthori", "prohibited",
@@ -78,13 +98,23 @@ _WEAK = ("confidential", "privileged", "proprietary information", "unauthori", "
          "company number", "company no", "vat no", "vat number", "vat reg", "solicitation",
          "errors or omissions", "monitored", "recommendation", "subject to the terms",
          "legally binding", "vertraulich", "unbefugt", "unerlaubt", "geschäftsführer",
-         "destinataire", "strictement interdit", "destinatario")
+         "destinataire", "strictement interdit", "destinatario",
+         # what a banner's or disclaimer's other sentences say, next to its cue
+         "property of", "open attachments", "links and attachments", "links or attachments",
+         "unknown sender", "responsibility", "regulated", "opinions presented",
+         "views presented", "bank details", "privacy notice", "privacy policy", "precautions",
+         "in error")
 # Words at least one of which every disclaimer or banner above holds: a text with none of
 # them is left alone after a handful of substring tests (most mail).
 _GATE = register(("confidential", "intended", "recipient", "disclaimer", "originated", "external",
          "caution", "often get", "registered", "before printing", "vertraulich",
          "confidentiel", "destinat", "adressat", "privileged", "outside your",
-         "outside of", "outside the", "careful with", "gesellschaft", "confidencial"))
+         "outside of", "outside the", "careful with", "gesellschaft", "confidencial",
+         "directly", "receiving this", "atlassian", "the bug", "message id",
+         "circular 230", "tax advice", "secure", "above named", "[ext",
+         "legal responsibility", "scanned",
+         "authorised and", "destinataires", "par erreur", "personal data",
+         "first-time sender"))
 register(_WEAK)
 register(anchor for anchor, _pattern in _STRONG)
 _SENTENCE_END = Pattern(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")

@@ -27,7 +27,23 @@ import xxhash
 # A token with a digit set off from the rest of a subject by a run of spaces, at its end:
 # the counter a campaign appends to each copy ("Be Your Own Boss!!      13986") so that no
 # two look alike — not data of the message (a subject's real data is never padded away).
-_PADDED_COUNTER = re.compile(r"[ \t]{3,}[^\s]*\d[^\s]*[ \t]*$")
+# (Each token is read once: a lookahead finds its digit, a possessive run takes it.)
+_PADDED_COUNTER = re.compile(r"[ \t]{3,}(?=[^\s]*\d)[^\s]++[ \t]*$"
+                             r"|^[ \t]*+(?=[^\s]*\d)[^\s]++[ \t]{3,}")
+# Campaign tokens at a subject's end, no data of the message either: a token with a digit
+# after the subject's closing punctuation ("Be Your Own Boss!! 13986"), or a random-looking
+# run of letters and digits (alternating more than once, with a letter beyond a-f: "…
+# today k83jf02x"; "web03" is a host, a hexadecimal run a commit or hash) — unless a label
+# names it (#, "order", "build", a colon …): "Build #1235 failed", "Your code: X7K2PQ".
+_CAMPAIGN_TOKEN = re.compile(
+    r"(?:(?<=[!?.])[ \t]++(?=[^\s]*\d)[^\s]++"
+    r"|(?<=[^\s#:])[ \t]++(?=[a-z0-9]{0,23}[g-z])"
+    r"(?=[a-z0-9]{0,21}(?:[a-z]\d{1,22}[a-z]|\d[a-z]{1,22}\d))[a-z0-9]{5,24}+)[ \t]*$",
+    re.IGNORECASE)
+_LABELS = frozenset((
+    "no", "nr", "id", "ref", "code", "case", "job", "run", "pin", "order", "build", "issue",
+    "ticket", "invoice", "account", "release", "version", "number", "pr", "bug", "tracking",
+    "reference", "booking", "confirmation", "shipment", "parcel", "is"))
 _SUBJECT_TAGS = re.compile(r"\[[^\]\d]{0,40}\]|\[[\w.-]{1,40} \d{1,7}\]"
                            r"|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:", re.IGNORECASE)
 # Host names: labels ending in a top-level domain that networks really use (every country
@@ -143,10 +159,22 @@ def _numbered_words(source: str, found: list[str],
 _HEX_CHARS = frozenset("0123456789abcdef")
 
 
+def _without_campaign_token(subject: str) -> str:
+    """``subject`` without a campaign token at its end (see ``_CAMPAIGN_TOKEN``), unless a
+    label word stands before it."""
+    match = _CAMPAIGN_TOKEN.search(subject)
+    if match is None:
+        return subject
+    before = subject[:match.start()].rstrip(" \t").rsplit(None, 1)
+    if before and before[-1].lower().rstrip(".") in _LABELS:
+        return subject
+    return subject[:match.start()]
+
+
 def identifiers(text: str, subject: str = "",
                 words: Sequence[str] | Sequence[bytes] | None = None) -> list[str]:
-    """The identifiers of ``text`` and of the subject (tags, Re:/Fwd: and a padded
-    campaign counter removed), lower case, in order of appearance; a value that occurs
+    """The identifiers of ``text`` and of the subject (tags, Re:/Fwd: and a campaign's
+    padded counter or random token removed), lower case, in order of appearance; a value that occurs
     again is listed again with its count (``39``, ``39#2``): a report in which one of two
     equal figures changed differs.
 
@@ -154,7 +182,8 @@ def identifiers(text: str, subject: str = "",
     reading them again when the text holds no link, address or host name."""
     found: list[str] = []
     if subject:
-        subject = _SUBJECT_TAGS.sub(" ", _PADDED_COUNTER.sub("", subject))
+        subject = _SUBJECT_TAGS.sub(" ", _without_campaign_token(
+            _PADDED_COUNTER.sub("", subject)))
     for source, known in ((subject, None),
                           (text, words)):
         if not source:

@@ -31,6 +31,7 @@ from mailfilter.normalise import (
     is_reply_subject,
     is_resend_note,
     link_site,
+    opens_with_resend_note,
     read_headers,
     site_of,
     thread_ids,
@@ -647,6 +648,11 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         # sends is the quoted one, and that is what it is compared as.
         prepared = _links_to_sites(Prepared(quoted))
         text = prepared.text
+    else:
+        # The note above the message it re-sends, pasted whole (a newsletter re-sent with
+        # a correction, "sending this again" over one's own text): compared as it is, the
+        # note marks it (rule resent-original).
+        resend_note = opens_with_resend_note(text)
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
     calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None

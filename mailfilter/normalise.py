@@ -253,7 +253,10 @@ _RESEND_NOTE = Pattern(
     r"\b(?:re-?send(?:ing)?|re-?sent|sending (?:this |it )?again|send(?:ing)? (?:this |it )?"
     r"once more|bounced(?: back)?|(?:did not|didn't|does not|doesn't) (?:seem to )?(?:go "
     r"through|arrive|reach you)|in case you (?:missed|didn't get|did not get|never got)|"
-    r"(?:get|got|receive) (?:it|this) twice|erneut gesendet|noch ?mal gesendet|renvoi)\b",
+    r"(?:get|got|receive) (?:it|this) twice|bump(?:ing)? (?:this|it)|(?:did not|didn't|"
+    r"never) hear(?:d)? back|(?:did|have) you "
+    r"(?:see|get|receive) my (?:message|e-?mail|note)|erneut gesendet|noch ?mal gesendet"
+    r"|renvoi|here it is again|correct(?:ed|ion)[^.\n]{0,40}\b(?:below|again))\b",
     re.IGNORECASE)
 
 
@@ -261,3 +264,14 @@ def is_resend_note(text: str) -> bool:
     """``text`` (a message's own text, quotes set aside) is a short note that it sends its
     writer's earlier message again, and nothing more."""
     return len(text.split()) <= RESEND_NOTE_WORDS and bool(_RESEND_NOTE.get().search(text))
+
+
+def opens_with_resend_note(text: str) -> bool:
+    """``text`` opens with a short paragraph saying it sends something again ("We are
+    re-sending this issue because …", "Bumping this to the top of your inbox") above more
+    text: the message it re-sends, pasted under the note."""
+    lead = text.lstrip()
+    end = lead.find("\n\n")
+    if end < 0 or not lead[end:].strip():
+        return False
+    return is_resend_note(lead[:end])

@@ -74,6 +74,9 @@ _BLOCK_DATE = Pattern(
     r"|verzonden|inviato|data|enviada)\*?[ \t\xa0]*:", _I)
 _LINE = Pattern(r"[^\n]*(?:\n|\Z)")
 _WORDS_ABOVE = Pattern(r"[^\W_]")
+# A word of the writer's own: a token with a letter or digit that is not a link (a tracker
+# notice starts with its ticket's link and nothing else above its news).
+_OWN_WORD = Pattern(r"(?:^|(?<=\s))(?![^\s]*(?:://|www\.))[^\s]*?[^\W_]")
 _NOT_SPACE = Pattern(r"\S")
 # A signature separator line ``-- `` (or ``--``): searched for as "\n--", a literal prefix
 # that the regex engine finds fast; only the very first line needs the anchored pattern.
@@ -663,6 +666,7 @@ _SIGNOFF_WORDS = register(("regards", "wishes", "thank", "cheers", "sincerely", 
 _SIGNOFF_LINE_WORDS = _SIGNOFF_WORDS | register(("respectfully",))
 _SIGNOFF_MAX_LINES = 10
 _SIGNOFF_MAX_CHARS = 700
+_PROSE_LINE_WORDS = 10     # a signature's lines (name, title, telephone) are shorter
 _NAME_SEPARATORS = Pattern(r"[\s,]+")
 
 
@@ -677,7 +681,9 @@ def _name_line(text: str, name: str) -> int | None:
         start = text.rfind("\n", 0, max(0, position - 1)) + 1
         line = text[start:position].strip(" \t\n-–—*_").lower()
         if line and (line.startswith(parts[0]) or line == parts[-1]):
-            return start
+            # "Ann Lee updated OPS-123:" introduces what follows (a tracker's news); a
+            # signature's name line never ends with a colon.
+            return None if line.endswith(":") else start
         if start == 0:
             return None
         position = start
@@ -716,7 +722,8 @@ def split_signoff(text: str, sender_name: str = "", prepared: Prepared | None = 
                   ) -> tuple[str, str]:
     """(text, the sign-off set aside): from a closing line ("Best regards,") or, without
     one, from a line that starts with the sender's name, to the end — when that is a short
-    block (at most 10 lines) under text with words.  Two messages from one person share
+    block (at most 10 lines) under text with words of its own (a link alone is none: a
+    tracker's notice under its ticket's link).  Two messages from one person share
     their name, title, company and telephone block; it says nothing of the message.
     ``prepared``: ``text`` prepared already (mailfilter/text.py)."""
     prepared = prepare(text, (prepared,))
@@ -724,15 +731,20 @@ def split_signoff(text: str, sender_name: str = "", prepared: Prepared | None = 
     closing = None
     if not prepared.aligned or prepared.starts(_SIGNOFF_WORDS, tail_from):
         closing = _closing_line(prepared, tail_from)
-    starts = [start for start in (closing,
-                                  _name_line(text, sender_name) if sender_name else None)
-              if start is not None and _WORDS_ABOVE.get().search(text, 0, start)]
+    named = _name_line(text, sender_name) if sender_name else None
+    starts = [start for start in (closing, named)
+              if start is not None and _OWN_WORD.get().search(text, 0, start)]
     if not starts:
         return text, ""
     start = min(starts)
     block = text[start:]
     if len(block) > _SIGNOFF_MAX_CHARS or \
             sum(1 for line in block.split("\n") if line.strip()) > _SIGNOFF_MAX_LINES:
+        return text, ""
+    if start != closing and any(len(line.split()) >= _PROSE_LINE_WORDS
+                                for line in block.split("\n")):
+        # Under a line that merely starts with the sender's name ("Product Digest", a
+        # newsletter's masthead), a line of prose: the message itself, not a signature.
         return text, ""
     return text[:start], block
 

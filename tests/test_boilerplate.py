@@ -167,3 +167,46 @@ def test_messages_that_are_only_a_disclaimer_get_a_verdict(engine: Engine) -> No
                                       subject="Scan 1", message_id="<only1@x>"))
     assert (first.kind, other.kind) == ("unique", "unique")
     assert (again.kind, again.measure) == ("duplicate", "message-id")
+
+
+def test_forge_and_tracker_notification_footers_are_boilerplate() -> None:
+    """Before: GitHub's and Bugzilla's footers stayed in the text and made every notice of
+    one issue resemble the others."""
+    github = ("Reopened #77.\n\n—\nReply to this email directly, view it on GitHub:\n"
+              "https://github.com/acme/api/issues/77\nYou are receiving this because you "
+              "are subscribed to this thread.\n\nMessage ID: <acme/api/issues/77/issue_event/"
+              "1@github.com>\n")
+    kept, aside = split_boilerplate(github)
+    assert kept.strip() == "Reopened #77."
+    assert "subscribed" in aside and "Message ID" in aside
+    bugzilla = ("Status changed.\n\nYou are receiving this mail because:\nYou are watching "
+                "the assignee of the bug.\n")
+    assert split_boilerplate(bugzilla)[0].strip() == "Status changed."
+    prose = "You are receiving this because we met at the conference last week.\n"
+    assert split_boilerplate(prose) == (prose, "")
+
+
+@pytest.mark.parametrize("block", [
+    "The information contained in this communication is confidential and is intended only "
+    "for the use of the addressee. It is the property of Acme. Unauthorized use, disclosure "
+    "or copying of this communication is strictly prohibited.",
+    "IRS Circular 230 Disclosure: To ensure compliance with requirements imposed by the IRS, "
+    "we inform you that any U.S. federal tax advice contained in this communication is not "
+    "intended or written to be used for the purpose of avoiding penalties.",
+    "ATTENTION: This email came from an external source. Do not open attachments or click on "
+    "links from unknown senders or unexpected emails.",
+    "Internet communications are not secure and therefore Acme does not accept legal "
+    "responsibility for the contents of this message. Any views or opinions presented are "
+    "solely those of the author.",
+    "Ce message et toutes les pièces jointes sont établis à l'intention exclusive de ses "
+    "destinataires et sont confidentiels. Si vous recevez ce message par erreur, merci de le "
+    "détruire.",
+    "This email has been scanned for viruses and malware, and may have been automatically "
+    "archived by Mimecast Ltd.",
+])
+def test_disclaimers_are_set_aside_whole(block: str) -> None:
+    """Before: one sentence or the whole block stayed ("It is the property of Acme.", the
+    tax notice, the banner's second sentence), and two short notes of one sender under it
+    resembled each other 0.72-0.80."""
+    note = "Could you send me the signed copy of the lease before Friday?"
+    assert split_boilerplate(f"{note}\n\n{block}\n")[0].strip() == note

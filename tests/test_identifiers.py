@@ -289,3 +289,17 @@ def test_a_ci_failure_on_another_commit_is_unique(engine: Engine) -> None:
     assert other.kind == "unique", verdict_value(other)
     assert "8d41b0ac29" in other.evidence[0].note
     assert again.kind == "duplicate"
+
+
+def test_a_campaign_token_at_the_end_of_a_subject_is_no_identifier() -> None:
+    """Before: "13986" after "Boss!!", a random "k83jf02x" and a padded number in front
+    were the subject's data, so one campaign's copies differed in their identifiers."""
+    assert identifiers("", "Be Your Own Boss!! 13986") == []
+    assert identifiers("", "Earn money from home k83jf02x") == []
+    assert identifiers("", "48213        Hot stock alert") == []
+    # labelled values, hosts and commit ids are data
+    assert identifiers("", "Build 1235 failed") == ["1235"]
+    assert identifiers("", "Your order no. 5512") == ["5512"]
+    assert identifiers("", "Alert on web03") == ["03"]
+    assert identifiers("", "Pipeline failed for 4f2a9c1") == ["4f2a9c1"]
+    assert identifiers("", "Time:6:25:49 PM") == ["6", "25", "49"]

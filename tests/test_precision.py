@@ -16,6 +16,7 @@ from helpers import make_message, paragraph_text
 from mailfilter.config import Settings
 from mailfilter.engine import Engine
 from mailfilter.headers import verdict_value
+from mailfilter.message import parse
 
 DISCLAIMER = (
     "This email and any files transmitted with it are confidential and intended solely for "
@@ -171,3 +172,65 @@ def test_aliases_make_two_addresses_one_recipient(tmp_path: Path, settings: Sett
                              ["J.Doe@example.org"])
     assert other.kind == "unique"
     assert alias.kind == "duplicate" and alias.recipients_seen == ("J.Doe@example.org",)
+
+
+# -- a tracker's news is never cleaned away (recall issue) ---------------------------------
+
+def jira_update(key: str, change: str, number: int) -> bytes:
+    """Jira Server's plain notification: its link, "X updated KEY:", a rule, the change,
+    and the ticket quoted with ">"."""
+    body = (f"\n    [ https://jira.example.com/browse/{key}?page=com.atlassian.jira.plugin."
+            f"system.issuetabpanels:all-tabpanel ]\n\nAnn Lee updated {key}:\n"
+            f"{'-' * 24}\n    {change}\n\n> Deploy pipeline fails on arm64 runners\n"
+            f"> {'-' * 38}\n>\n>                 Key: {key}\n>             Project: Ops\n"
+            f">            Reporter: Bob Stone\n>\n> The deploy pipeline fails on the arm64 "
+            "runners since the last image\n> update: the docker build step dies with exit "
+            "code 137.\n\n\n\n--\nThis message was sent by Atlassian Jira\n"
+            "(v8.20.10#820010-sha1:ace47f9)\n")
+    thread = "<JIRA.42.1700000000000@Atlassian.JIRA>"
+    return (f"From: \"Ann Lee (Jira)\" <jira@example.com>\nTo: bob@example.org\n"
+            f"Subject: [JIRA] ({key}) Deploy pipeline fails on arm64 runners\n"
+            f"Message-ID: <JIRA.42.1700000000000.{number}@Atlassian.JIRA>\n"
+            f"In-Reply-To: {thread}\nReferences: {thread}\n"
+            "Auto-Submitted: auto-generated\n\n" + body).encode()
+
+
+def github_event(news: str, number: int) -> bytes:
+    """GitHub's issue-event notification: one line of news over its footer."""
+    return ("From: Ann Lee <notifications@github.com>\nTo: bob@example.org\n"
+            "Subject: Re: [acme/api] Deploy fails on arm64 (Issue #77)\n"
+            f"Message-ID: <acme/api/issues/77/issue_event/{number}@github.com>\n"
+            "In-Reply-To: <acme/api/issues/77@github.com>\n"
+            "References: <acme/api/issues/77@github.com>\n"
+            "List-ID: acme/api <api.acme.github.com>\n\n"
+            f"{news}\n\n—\nReply to this email directly, view it on GitHub:\n"
+            f"https://github.com/acme/api/issues/77#event-{number}\nYou are receiving this "
+            "because you are subscribed to this thread.\n\nMessage ID: <acme/api/issues/77/"
+            f"issue_event/{number}@github.com>\n").encode()
+
+
+def test_successive_status_changes_of_one_ticket_stay_unique(engine: Engine) -> None:
+    """Before: the writer's name line "Ann Lee updated OPS-1:" was read as a signature
+    and everything from it set aside, leaving the ticket's link: the second status change
+    was a digest duplicate of the first."""
+    engine.check(jira_update("OPS-1", "Status: In Progress  (was: Open)", 1))
+    second = engine.check(jira_update("OPS-1", "Status: In Review  (was: In Progress)", 2))
+    assert second.kind == "unique", verdict_value(second)
+    assert "In Review" in parse(
+        jira_update("OPS-1", "Status: In Review  (was: In Progress)", 2)).text
+
+
+def test_the_same_tracker_notice_twice_is_still_a_duplicate(engine: Engine) -> None:
+    """The news kept must not hide a real second delivery of one notice."""
+    engine.check(jira_update("OPS-1", "Status: In Review  (was: In Progress)", 2))
+    again = engine.check(jira_update("OPS-1", "Status: In Review  (was: In Progress)", 3))
+    assert again.kind == "duplicate", verdict_value(again)
+
+
+def test_two_github_events_of_one_issue_stay_unique(engine: Engine) -> None:
+    """Before: GitHub's footer (reply directly, why you receive it, its Message ID line)
+    outweighed the one line of news: 0.63 alike under one sender and subject, a
+    near-duplicate."""
+    engine.check(github_event("Closed #77 as completed.", 1001))
+    reopened = engine.check(github_event("Reopened #77.", 1002))
+    assert reopened.kind == "unique", verdict_value(reopened)

@@ -126,3 +126,26 @@ def test_a_list_footer_under_a_rule_is_set_aside() -> None:
         "https://listserv.example.org/scripts/wa.exe?SUBED1=XYZ-L&A=1\n"
     reply = split_reply(body)
     assert "unsubscribe" not in reply.text and "unsubscribe" in reply.aside
+
+
+def test_a_name_line_ending_in_a_colon_introduces_news_and_is_no_signature() -> None:
+    """Before: "Ann Lee updated OPS-1:" (a tracker's news heading) was set aside with all
+    below it as Ann Lee's signature."""
+    text = "Fixed the build.\n\nAnn Lee updated OPS-1:\n---\nStatus: Done  (was: Open)\n"
+    assert split_signoff(text, "Ann Lee") == (text, "")
+    signed = "Fixed the build.\n\nAnn Lee\nRelease Manager\n"
+    assert split_signoff(signed, "Ann Lee")[1] == "Ann Lee\nRelease Manager\n"
+
+
+def test_a_link_alone_above_is_no_message_to_sign() -> None:
+    """Before: a ticket's link counted as text above a sign-off, so the news under it went."""
+    text = "[ https://jira.example.com/browse/OPS-1 ]\n\nAnn Lee\nStatus: Done\n"
+    assert split_signoff(text, "Ann Lee") == (text, "")
+
+
+def test_prose_under_a_line_with_the_senders_name_is_no_signature() -> None:
+    """Before: a newsletter whose masthead is its sender's name ("Product Digest") lost
+    everything under the masthead as a signature when a note stood above it."""
+    text = ("Here it is again.\n\nProduct Digest\n\nIn the Lurgan Mail there was also news "
+            "of a dramatic robbery at the shop.\n")
+    assert split_signoff(text, "Product Digest") == (text, "")

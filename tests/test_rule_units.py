@@ -26,6 +26,7 @@ from mailfilter.rules.message_id import MessageIdRule
 from mailfilter.rules.reply import ReplyRule
 from mailfilter.rules.resend import ResendRule
 from mailfilter.rules.resend_note import ResendNoteRule
+from mailfilter.rules.resent_original import ResentOriginalRule
 from mailfilter.rules.shingles import ShinglesRule
 from mailfilter.rules.short_text import ShortTextRule
 from mailfilter.rules.subject import SubjectRule
@@ -120,13 +121,80 @@ def test_attached_message_rule() -> None:
 
 def test_resend_note_rule() -> None:
     rule = ResendNoteRule()
-    note = replace(ALICE, resend_note=True)
+    note = replace(ALICE, resend_note=True, quoted=key64("the message sent again"))
     judged = rule.judge(pair(fingerprint(features=note)))         # same sender and subject
     assert judged is not None and judged.kind is NEAR_DUPLICATE
     assert rule.judge(pair(fingerprint(features=ALICE))) is None   # no resend note
     assert rule.judge(pair(fingerprint(features=replace(BOB, resend_note=True)))) is None
     other_subject = replace(note, subject=key64("something else"))
     assert rule.judge(pair(fingerprint(features=other_subject))) is None
+    # ... unless the quoted message is the stored text (alike): another subject then
+    assert rule.judge(pair(fingerprint(features=other_subject), stored_digest=DIGEST)) \
+        is not None
+    # A note over a pasted message (nothing quoted) is resent-original's to judge.
+    pasted = replace(ALICE, resend_note=True)
+    assert rule.judge(pair(fingerprint(features=pasted))) is None
+
+
+def test_resent_original_rule() -> None:
+    """A note of at most 40 words over the whole stored text, from its sender, under
+    another subject; or a note saying it is sent again over most of it."""
+    rule = ResentOriginalRule()
+    other_subject = replace(ALICE, subject=key64("following up"))
+    over = fingerprint(words=60, features=other_subject)
+    decided = rule.judge(pair(over, stored_words=35, resemblance=0.55))
+    assert decided is None      # 0.55 of the stored text held: not the whole of it
+    held = pair(over, stored_words=35, resemblance=0.95)
+    decided = rule.judge(held)
+    assert decided is not None and decided.kind is NEAR_DUPLICATE
+    assert decided.rule is RuleName.RESENT_ORIGINAL
+    # a long new text is no note; another sender's text is not a resend of it
+    assert rule.judge(pair(fingerprint(words=120, features=other_subject), stored_words=35,
+                           resemblance=0.95)) is None
+    assert rule.judge(pair(fingerprint(words=60, features=replace(BOB, subject=key64("x"))),
+                           stored_words=35, resemblance=0.95)) is None
+    # a reply naming the stored message is the reply rule's
+    reply = replace(other_subject, thread=(message_id_key64("<stored@example.org>"),))
+    assert rule.judge(pair(fingerprint(words=60, features=reply), stored_words=35,
+                           resemblance=0.95)) is None
+    # under a note that says it is sent again, 0.8 of it (or 0.5 alike) is enough
+    noted = replace(other_subject, resend_note=True)
+    decided = rule.judge(pair(fingerprint(words=200, features=noted), stored_words=190,
+                              resemblance=0.82))
+    assert decided is not None and "sent again" in decided.note
+    assert rule.judge(pair(fingerprint(words=200, features=noted), stored_words=190,
+                           resemblance=0.3)) is None
+    # a short stored text is held only as a paragraph of the new one
+    # a short stored text is held only as a paragraph of the new one shown as the
+    # sender's message (forwarded with its header naming the sender)
+    part = b"p" * 16
+    shown = replace(other_subject, forwarded_from=(ALICE.sender_name,))
+    short = fingerprint(words=30, features=shown, part_digests=(part,))
+    decided = rule.judge(pair(short, stored_words=9, stored_digest=part, resemblance=None))
+    assert decided is not None and decided.kind is NEAR_DUPLICATE
+    assert rule.judge(pair(short, stored_words=3, stored_digest=part, resemblance=None)) \
+        is None
+    # corpus easy-ham-2/01063: a leftover header line of two forwards alike is no copy
+    bare = fingerprint(words=30, features=other_subject, part_digests=(part,))
+    assert rule.judge(pair(bare, stored_words=9, stored_digest=part, resemblance=None)) \
+        is None
+
+
+def test_short_text_context_of_a_message_without_subject_or_from() -> None:
+    """Before: an identical short test message with no Subject (or no From), delivered
+    twice, found no context and stayed unique."""
+    blank = replace(ALICE, subject=0)
+    again = ShortTextRule().judge(pair(fingerprint(words=5, features=blank), stored_words=5,
+                                       stored_digest=DIGEST, stored=blank))
+    assert again is not None and again.kind is DUPLICATE and "blank" in again.note
+    nobody = replace(ALICE, sender=0, sender_name=0, sender_domain=0)
+    again = ShortTextRule().judge(pair(fingerprint(words=5, features=nobody), stored_words=5,
+                                       stored_digest=DIGEST, stored=nobody))
+    assert again is not None and again.kind is DUPLICATE
+    # another sender's identical short text without a subject is still no copy
+    other = ShortTextRule().judge(pair(fingerprint(words=5, features=blank), stored_words=5,
+                                       stored_digest=DIGEST, stored=replace(BOB, subject=0)))
+    assert other is not None and other.kind is UNIQUE
 
 
 def test_calendar_rule() -> None:

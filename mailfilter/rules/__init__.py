@@ -25,6 +25,7 @@ from mailfilter.rules.pair import Judgement, Pair, Rule, RuleName
 from mailfilter.rules.reply import ReplyRule
 from mailfilter.rules.resend import ResendRule
 from mailfilter.rules.resend_note import ResendNoteRule
+from mailfilter.rules.resent_original import ResentOriginalRule
 from mailfilter.rules.shingles import ShinglesRule
 from mailfilter.rules.short_text import ShortTextRule
 from mailfilter.rules.subject import SubjectRule, why_not
@@ -40,6 +41,7 @@ RULES: tuple[Rule, ...] = (
     ResendNoteRule(),
     ReplyRule(),
     AttachmentsRule(),
+    ResentOriginalRule(),
     IdentifiersRule(),
     DigestRule(),
     ResendRule(),

@@ -31,6 +31,7 @@ class RuleName(StrEnum):
     IDENTIFIERS = "identifiers"
     DIGEST = "digest"
     RESEND = "resend"
+    RESENT_ORIGINAL = "resent-original"
     SHORT_TEXT = "short-text"
     SHINGLES = "shingles"
     HISTOGRAM = "histogram"
@@ -156,6 +157,14 @@ def sender_context(new: Features, stored: Features) -> str | None:
         return "forwards the stored sender's message, same subject"
     same_address = bool(new.sender) and new.sender == stored.sender
     same_name = bool(new.sender_name) and new.sender_name == stored.sender_name
+    if (new.sender, new.sender_name, new.subject) == (
+            stored.sender, stored.sender_name, stored.subject) \
+            and bool(new.sender) != bool(new.subject) and not new.thread \
+            and not stored.thread:
+        # The same From and Subject fields, one of them missing on both (a test message
+        # with no Subject, a script's mail with no From), and no thread: nothing tells the
+        # second delivery from the first.
+        return "same From and Subject fields (one blank on both), no thread"
     if not same_address and not same_name:   # a list may have rewritten the address
         return None
     if new.thread and stored.thread:

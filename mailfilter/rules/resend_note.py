@@ -16,9 +16,10 @@ class ResendNoteRule:
 
     def judge(self, pair: Pair) -> Judgement | None:
         new, stored = pair.new_features, pair.stored_features
-        if not new.resend_note or not new.sender or new.sender != stored.sender:
+        if not new.resend_note or not new.quoted or not new.sender \
+                or new.sender != stored.sender:
             return None
-        if not (names_stored(pair) or new.subject == stored.subject):
+        if not (names_stored(pair) or new.subject == stored.subject or pair.alike):
             return None
         return Judgement(NEAR_DUPLICATE, self.name, "resend", 1.0,
                          "its sender sends it again, with a note that says so")
