@@ -160,9 +160,9 @@ def main(argv=None) -> int:
         config.write_text(f'[detector]\naliases = "{aliases}"\n')
         base = build_base(corpus, args.seed, args.busy_messages, args.busy_mailboxes, config, work) if "busy" in modes else None
         results = {m: run_mode(cases, m, config, work, base, args.jobs, args.seed) for m in modes}
-    print(f"hold-out seed={args.seed} cases/category={args.cases} "
-          f"(busy: {args.busy_messages} corpus messages, {OTHER_COPIES} "
-          f"personalised copies of each case's first message to other mailboxes)")
+    busy_note = (f" (busy: {args.busy_messages} corpus messages, {OTHER_COPIES} personalised copies"
+                 " of each case's first message to other mailboxes)") if "busy" in modes else ""
+    print(f"hold-out seed={args.seed} cases/category={args.cases}{busy_note}")
     print(table(cats, results))
     if args.json:
         args.json.write_text(json.dumps({"seed": args.seed, "cases": args.cases, "results": results}, indent=1))
