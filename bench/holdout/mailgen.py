@@ -751,6 +751,11 @@ class Newsletter:
     about: str
     sender_local: str
 
+    def postal_address(self) -> str:
+        """The sender's postal address (CAN-SPAM): one per newsletter, the same in every copy."""
+        number = int(hashlib.md5(self.domain.encode()).hexdigest()[:8], 16)
+        return f"{number % 999 + 1} Market Street, Suite {number // 999 % 900 + 100}, San Francisco, CA 94105"
+
     def render(self, rng, sub: Person, subject: str, items: list[tuple[str, str]], issue: int,
                date: datetime, added_line: str = "", greet: bool = True, send: int = 0) -> EmailMessage:
         """One subscriber's copy of one send: the campaign id is the send's, the subscriber id
@@ -778,7 +783,7 @@ class Newsletter:
         unsub = f"https://{self.domain}/unsubscribe?u={sub_id}&e={rand_token(tr, 16, '0123456789abcdef')}"
         footer = (f"{self.about}\n\nYou are receiving this email because {sub.email} subscribed to {self.name}.\n"
                   f"Update your preferences: https://{self.domain}/preferences?u={sub_id}\nUnsubscribe: {unsub}\n\n"
-                  f"{self.org}, {rng.randint(1, 999)} Market Street, Suite {rng.randint(100, 999)}, San Francisco, CA 94105")
+                  f"{self.org}, {self.postal_address()}")
         tparts.append(footer)
         text = "\n\n".join(tparts)
         hhead = (f'<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN" "http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">'
