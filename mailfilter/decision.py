@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from mailfilter.config import ActionSettings, MilterSettings, SmtpdSettings
-from mailfilter.headers import verdict_value
+from mailfilter.headers import partial_value, verdict_value
 from mailfilter.names import MILTER_ACTIONS, SMTPD_ACTIONS, Action, Kind
 from mailfilter.store import recipient_key
 
@@ -117,10 +117,15 @@ def plan(verdict: Verdict, settings: FrontEndSettings | None, recipients: Sequen
         raise ValueError(f"{front_end.name} cannot {action} (settings: {kind.key})")
     header = verdict_value(verdict)
     record = verdict.record_allowed
+    seen = {recipient_key(address) for address in verdict.recipients_seen}
+    keep = tuple(r for r in recipients if recipient_key(r) not in seen)
+    partial = verdict.is_duplicate and bool(keep) and not verdict.all_recipients_seen
+    if partial:
+        # One header serves every recipient of the copy the MTA delivers: for those who
+        # never had it, it must not say "duplicate" (docs/postfix.md, "Co-recipients").
+        header = partial_value(verdict, len(recipients) - len(keep), len(recipients))
     if verdict.is_duplicate and action in _NARROWED:
-        seen = {recipient_key(address) for address in verdict.recipients_seen}
-        keep = tuple(r for r in recipients if recipient_key(r) not in seen)
-        if keep and not verdict.all_recipients_seen:
+        if partial:
             if action in (Action.REJECT, Action.TEMPFAIL):
                 return Disposition(Action.TAG, header, note=PARTIAL_DUPLICATE_TAGGED,
                                    record=record)

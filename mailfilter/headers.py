@@ -52,6 +52,16 @@ def verdict_value(verdict: Verdict) -> str:
     return clean_value("; ".join(parts))
 
 
+def partial_value(verdict: Verdict, had: int, recipients: int) -> str:
+    """The ``X-Dupfilter:`` value of a duplicate that only ``had`` of the message's
+    ``recipients`` had before: ``partial; rcpts_seen=1/2; verdict=duplicate; …``.  It must
+    not start with ``duplicate`` or ``near-duplicate``: the documented recipes file those
+    away, and the one copy the MTA delivers to every recipient would be filed away for
+    those who never had it."""
+    return clean_value(f"partial; rcpts_seen={had}/{recipients}; verdict="
+                       + verdict_value(verdict))
+
+
 @dataclass(slots=True)
 class _Split:
     """A message taken apart around its header, with incoming ``X-Dupfilter:`` fields out."""

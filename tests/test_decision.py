@@ -88,6 +88,8 @@ def expected(kind: Kind, action: str, unique: str, partial: bool) -> Disposition
         return whole(action, header)
     if not partial:
         return whole(Action.DISCARD if action == Action.DROP_RECIPIENTS else action, header)
+    # Bob had it, carol did not: the one header they share must not say "duplicate".
+    header = f"partial; rcpts_seen=1/2; verdict={header}"
     if action in (Action.REJECT, Action.TEMPFAIL):
         return Disposition(Action.TAG, header, note=PARTIAL_DUPLICATE_TAGGED, record=True)
     if action in (Action.DISCARD, Action.DROP_RECIPIENTS):
@@ -225,9 +227,10 @@ PARTIAL_ROWS = [
     PartialRow("discard", "reject", "reject", None, False, False, None, reply=550),
     PartialRow("discard", "tempfail", "tempfail", None, False, False, None, reply=451),
     PartialRow("drop-recipients", "tag", "drop-recipients", None, True, False, "unique"),
-    PartialRow("reject", "tag", "tag", PARTIAL_DUPLICATE_TAGGED, True, True, "duplicate"),
-    PartialRow("reject", "discard", "tag", PARTIAL_DUPLICATE_TAGGED, True, True, "duplicate"),
-    PartialRow("tempfail", "tag", "tag", PARTIAL_DUPLICATE_TAGGED, True, True, "duplicate"),
+    PartialRow("reject", "tag", "tag", PARTIAL_DUPLICATE_TAGGED, True, True, "partial"),
+    PartialRow("reject", "discard", "tag", PARTIAL_DUPLICATE_TAGGED, True, True, "partial"),
+    PartialRow("tempfail", "tag", "tag", PARTIAL_DUPLICATE_TAGGED, True, True, "partial"),
+    PartialRow("tag", "tag", "tag", None, True, True, "partial"),
 ]
 
 
@@ -243,3 +246,24 @@ def test_partial_rows_agree_with_the_table(row: PartialRow) -> None:
         (got.header is None) == (row.header is None)
     assert (got.quarantine is not None) == row.quarantined
     assert (got.refusal.code if got.refusal else 250) == row.reply
+
+
+@pytest.mark.parametrize("front_end", [MILTER, SMTPD, PIPE], ids=lambda f: f.name)
+def test_a_recipient_who_never_had_it_gets_no_header_the_recipes_file_away(
+        front_end: FrontEnd) -> None:
+    """Bob had the message, carol did not, under the default ``tag``: the one header both
+    copies carry says ``partial``, which neither the procmail/maildrop recipes
+    (``^X-Dupfilter: (near-)?duplicate``) nor the Sieve one (``:matches ["duplicate*",
+    "near-duplicate*"]``) file away.  Before, it said ``duplicate; …`` and carol's first copy
+    went to the duplicates folder (issue: Co-recipients)."""
+    import re
+    for kind in (Kind.DUPLICATE, Kind.NEAR_DUPLICATE):
+        got = plan(verdict(kind, PARTIAL), settings_for(front_end, "tag", "tag"),
+                   (BOB, CAROL), front_end)
+        assert got.action is Action.TAG and got.delivered and got.header is not None
+        assert got.header.startswith("partial; rcpts_seen=1/2; verdict=" + kind.value)
+        assert not re.match(r"(near-)?duplicate", got.header)
+        # Every recipient had it: the header says so, as before.
+        full = plan(verdict(kind, FULL), settings_for(front_end, "tag", "tag"),
+                    (BOB, CAROL), front_end)
+        assert full.header == verdict_value(verdict(kind))

@@ -124,6 +124,21 @@ def test_near_duplicate_tagged_end_to_end(postfix, milter):
     assert value.startswith("near-duplicate; score=") and "reason=shingles" in value
 
 
+def test_a_co_recipient_who_never_had_it_is_not_told_duplicate(postfix, milter):
+    """alice had the message; one copy to alice and bob under the default tag reaches both
+    with one header, ``partial; rcpts_seen=1/2; …``, which the procmail recipe's
+    ``^X-Dupfilter: (near-)?duplicate`` does not match.  Before, both read ``duplicate``
+    and the documented recipes filed bob's first copy away."""
+    d = milter("")
+    postfix.send(message(), "finance@example.test", ["alice@maildir.test"])
+    d.wait_recorded(1)
+    postfix.send(message(), "finance@example.test", ["alice@maildir.test", "bob@maildir.test"])
+    bob, = postfix.wait_for_delivery(1, recipient="bob@maildir.test")
+    value, = bob.header("X-Dupfilter")
+    assert value.startswith("partial; rcpts_seen=1/2; verdict=duplicate; score=1.00"), value
+    assert not re.match(r"(near-)?duplicate", value)
+
+
 def test_reject_mode_client_gets_550(postfix, milter):
     d = milter('[milter.actions]\nduplicate = "reject"\n'
                '[milter]\nreject_message = "Already delivered once"\n')
