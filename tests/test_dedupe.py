@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -339,19 +340,32 @@ def test_mbox_runs_killed_at_any_moment_lose_nothing(
     messages |= {f"r{n:04d}": mb.refetched(raw) for n, raw in enumerate(mail)}
     pristine = mb.mbox_bytes(messages)
     killed_mid_run = 0
-    for delay in (0.5, 0.9, 1.3, 1.7):
-        folder = tmp_path / f"after-{delay}"
+    # Killed at each step a run goes through (a fixed delay is no use: a whole run takes a
+    # fraction of a second): its undo log begun, the Duplicates mbox being appended to, the
+    # inbox's temporary copy being written, and the moment the inbox was replaced.
+    moments: dict[str, Callable[[Path], bool]] = {
+        "log begun": lambda folder: (folder / "undo.jsonl").exists(),
+        "appending": lambda folder: (folder / "Duplicates").exists(),
+        "rewriting": lambda folder: any(folder.glob(".inbox.dedupe.*")),
+        "replaced": lambda folder: (folder / "inbox").stat().st_size < len(pristine),
+    }
+    for moment, reached in moments.items():
+        folder = tmp_path / moment.replace(" ", "-")
         folder.mkdir()
         inbox = folder / "inbox"
         inbox.write_bytes(pristine)
         run = subprocess.Popen([DUPFILTER_DB, "dedupe", "--action", "move", "--undo-log",
                                 str(folder / "undo.jsonl"), str(inbox)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        if run.poll() is None:
-            os.kill(run.pid, signal.SIGKILL)
-            killed_mid_run += 1
+        deadline = time.monotonic() + 60
+        while run.poll() is None and time.monotonic() < deadline:
+            if reached(folder):
+                os.kill(run.pid, signal.SIGKILL)
+                killed_mid_run += 1
+                break
+            time.sleep(0.0005)
         run.wait()
+        delay = moment
         duplicates = folder / "Duplicates"
         held = mbox_names(inbox) + (mbox_names(duplicates) if duplicates.exists() else [])
         assert set(held) == set(messages), delay
