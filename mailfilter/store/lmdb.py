@@ -351,11 +351,25 @@ def _damaged(location: str, what: str) -> StoreDamaged:
                         "\"A damaged store\")")
 
 
+# Free bytes below which a failed write is put down to a full disk (LMDB may report a
+# write that a full disk cut short as EIO, "Input/output error").
+_NEARLY_FULL = 1 << 20
+
+
 def _store_error(location: str, error: lmdb.Error) -> StoreError:
-    """An LMDB error as the store's: a damaged page says so."""
+    """An LMDB error as the store's: a damaged page says so, and so does a full disk."""
     if isinstance(error, _DAMAGE):
         return _damaged(location, f"LMDB: {_reason(error)}")
-    return StoreError(f"store {location}: {_reason(error)}")
+    reason = _reason(error)
+    if "No space left" not in reason:
+        try:
+            vfs = os.statvfs(location)
+        except OSError:
+            vfs = None
+        if vfs is not None and vfs.f_bavail * vfs.f_frsize < _NEARLY_FULL:
+            reason += (f" (No space left on device: {vfs.f_bavail * vfs.f_frsize:,} bytes "
+                       "free on the store's file system)")
+    return StoreError(f"store {location}: {reason}")
 
 
 class LmdbStore:
