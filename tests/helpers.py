@@ -103,7 +103,8 @@ def run_fuzzer(harness: Path, corpus: Path, runs: int, artifacts: Path) -> None:
             capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stderr[-3000:]
         assert not list(artifacts.glob("crash-*")), result.stderr[-3000:]
-        if "run interrupted" in result.stderr and attempt == 1:
+        interrupted = "run interrupted" in result.stderr or "KeyboardInterrupt" in result.stderr
+        if interrupted and attempt == 1:
             continue
         done = re.search(r"^Done (\d+) runs", result.stderr, re.MULTILINE)
         assert done and int(done.group(1)) >= runs, \
