@@ -31,8 +31,13 @@ from mailfilter.config import ConfigError, Settings, load_settings, masked
 from mailfilter.store import StoreError
 
 if TYPE_CHECKING:
-    from mailfilter.engine import Decision, Engine
+    from collections.abc import Sequence
+
+    from mailfilter.decision import Disposition
+    from mailfilter.detector import Verdict
+    from mailfilter.engine import Analysis, Decision, Engine
     from mailfilter.logs import Outcome
+
 
 
 class DaemonError(RuntimeError):
@@ -43,6 +48,8 @@ class DaemonError(RuntimeError):
 
 # How often a daemon tries again to open a store it could not open (--store-retry).
 STORE_RETRY_SECONDS = 10.0
+# How long a message waits for the writer to check and record it before on_error applies.
+PROCESS_SECONDS = 30.0
 
 
 class LazyEngine:
@@ -136,21 +143,6 @@ class LazyEngine:
         try:
             engine.recorder.submit(lambda: engine.store.count_decision(decision, when))
         except StoreError:          # closed meanwhile (shutdown): that count is not kept
-            pass
-
-    @staticmethod
-    def count_with(engine: Engine, decision: Decision[Any]) -> None:
-        """Count a message's decision as :meth:`count_decision` would count its log line,
-        but now: ``Engine.process_later(then=...)`` runs it in the message's own write
-        transaction (one commit a message: a count on its own cost a second commit, about
-        a fifth of the milter's CPU for a small message, and a second wait for the disk).
-        A count that fails (Redis) is lost, never the message's record.  The front end
-        then sets ``Outcome.counted``."""
-        from mailfilter.logs import decision_of
-        try:
-            engine.store.count_decision(decision_of(decision.plan.action, decision.verdict),
-                                        int(time.time()))
-        except StoreError:
             pass
 
     def records(self) -> float:
@@ -432,6 +424,35 @@ SYSTEMD_UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system",
                      "/usr/local/lib/systemd/system", "/lib/systemd/system",
                      "/usr/lib/systemd/system")
 DAEMON_UNITS = ("dupfilter-milter.service", "dupfilter-smtpd.service")
+
+
+def process_message(engine: Engine, analysis: Analysis, recipients: Sequence[str],
+                    planned: Callable[[Verdict], Disposition], *, sender: str | None,
+                    group_commit: bool = True) -> tuple[Decision[Disposition], bool]:
+    """Check, plan and record one message for a daemon: on the engine's writer thread
+    (group commit), or in this thread's own transaction when the writer is not used or its
+    queue is full; recording that fails (a full disk) still checks.  Also whether its
+    decision is already counted in the store (``Outcome.counted``): on the writer thread
+    it is, in the message's own transaction (a commit of its own for the count cost about
+    a fifth of the milter's CPU for a small message, and a second wait for the disk; a
+    count that fails is lost, never the message's record)."""
+    from mailfilter.logs import decision_of
+
+    def count(decision: Decision[Disposition]) -> None:
+        try:
+            engine.store.count_decision(decision_of(decision.plan.action, decision.verdict),
+                                        int(time.time()))
+        except StoreError:
+            pass
+    future = engine.process_later(analysis, recipients, planned, sender=sender,
+                                  then=count) if group_commit else None
+    if future is None:
+        return engine.process(analysis, recipients, planned, sender=sender), False
+    try:
+        return future.result(PROCESS_SECONDS), True
+    except StoreError as error:     # recording failed (disk full): checked all the same
+        return engine.process_unrecorded(analysis, recipients, planned, error,
+                                         sender=sender), False
 
 
 @dataclass(frozen=True)

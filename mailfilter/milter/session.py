@@ -33,8 +33,8 @@ from mailfilter.logs import (
 )
 from mailfilter.message import WholeBodyDigest
 from mailfilter.names import Action
-from mailfilter.service import STORE_RETRY_SECONDS, LazyEngine
-from mailfilter.store import StoreError, StoreUnavailable
+from mailfilter.service import STORE_RETRY_SECONDS, LazyEngine, process_message
+from mailfilter.store import StoreUnavailable
 from mailfilter.workers import AnalysisPool, OverBudget
 
 if TYPE_CHECKING:  # imported lazily: see server.main()
@@ -48,8 +48,6 @@ PROGRAM = "dupfilter-milter"
 ACTION_FLAGS = Milter.ADDHDRS | Milter.CHGHDRS | Milter.DELRCPT | Milter.QUARANTINE
 # Header bytes kept per message (the MTA limits headers too; this bounds memory).
 MAX_HEADER_BYTES = 1024 * 1024
-# How long a message waits for the writer to check and record it before on_error applies.
-PROCESS_SECONDS = 30.0
 # The reply to a message that arrives while the milter stops (SIGTERM): try again later.
 RESTARTING_TEXT = "dupfilter is restarting, try again later"
 
@@ -101,22 +99,10 @@ class Runtime:
     def process(self, engine: Engine, analysis: Analysis, recipients: list[str],
                 sender: str | None, planned: Callable[[Verdict], Disposition]
                 ) -> tuple[Decision[Disposition], bool]:
-        """Check, plan and record one message: on the writer thread (group commit), or in
-        this thread's own transaction when the writer is not used or its queue is full.
-        Also whether its decision is already counted in the store: on the writer thread it
-        is, in the message's own transaction (a commit of its own for the count cost as
-        much CPU as a fifth of the message and doubled the wait for the disk)."""
-        future = engine.process_later(
-            analysis, recipients, planned, sender=sender,
-            then=lambda decision: LazyEngine.count_with(engine, decision)) \
-            if self.group_commit else None
-        if future is None:
-            return engine.process(analysis, recipients, planned, sender=sender), False
-        try:
-            return future.result(PROCESS_SECONDS), True
-        except StoreError as error:     # recording failed (disk full): checked all the same
-            return engine.process_unrecorded(analysis, recipients, planned, error,
-                                             sender=sender), False
+        """:func:`~mailfilter.service.process_message`, on the writer thread when this
+        milter uses group commit."""
+        return process_message(engine, analysis, recipients, planned, sender=sender,
+                               group_commit=self.group_commit)
 
     # -- messages in flight -----------------------------------------------------------
 

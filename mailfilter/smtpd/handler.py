@@ -32,12 +32,12 @@ from mailfilter.decision import (
 from mailfilter.headers import pass_through, tag_message
 from mailfilter.logs import SMTPD_LINE, Outcome, ThrottledWarning, failed, log_failure
 from mailfilter.names import Action
-from mailfilter.service import LazyEngine
+from mailfilter.service import LazyEngine, process_message
 from mailfilter.smtpd.lifecycle import Lifecycle
 from mailfilter.smtpd.nexthop import NextHop, NextHopError, NextHopUnsure, Relay
 from mailfilter.smtpd.protocol import XFORWARD_ATTRIBUTES, FilterSMTP, RelayEnvelope, peer
 from mailfilter.smtpd.wire import Reply, tempfail, to_crlf
-from mailfilter.store import StoreError, StoreUnavailable
+from mailfilter.store import StoreUnavailable
 from mailfilter.workers import AnalysisPool, OverBudget
 
 if TYPE_CHECKING:
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
     from mailfilter.engine import Decision, Engine
 
 PROGRAM = "dupfilter-smtpd"
-# How long a message waits for the writer to check and record it before on_error applies.
-PROCESS_SECONDS = 30.0
 _QUEUED_AS = re.compile(r"queued as ([0-9A-Za-z]+)")
 
 
@@ -147,17 +145,8 @@ class FilterHandler:
             if known is None:
                 raise
             return self._checked(known, engine, raw)
-        future = engine.process_later(analysis, recipients, planned, sender=sender,
-                                      then=lambda done: LazyEngine.count_with(engine, done))
-        counted = False
-        if future is None:
-            decision = engine.process(analysis, recipients, planned, sender=sender)
-        else:
-            try:
-                decision, counted = future.result(PROCESS_SECONDS), True
-            except StoreError as error:    # recording failed (disk full): checked anyway
-                decision = engine.process_unrecorded(analysis, recipients, planned, error,
-                                                     sender=sender)
+        decision, counted = process_message(engine, analysis, recipients, planned,
+                                            sender=sender)
         checked = self._checked(decision, engine, raw)
         checked.counted = counted
         return checked
