@@ -247,9 +247,9 @@ def run_scale(args: argparse.Namespace, settings: Settings, analyses: list[Analy
                 "load_rate": loaded / load_seconds if load_seconds else 0,
                 "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **tail})
             print_row(rows[-1])
-            engine.store.forget([r.doc_id for r in engine.store.records()
-                                 if r.message_id and r.message_id in
-                                 {a.message_id for a in to_record}])
+            engine.store.forget([doc_id for analysis in to_record if analysis.message_id
+                                 for doc_id in engine.store.find_message_id(
+                                     analysis.message_id)])
             filled = engine.store.stats()["records"]
     return rows
 

@@ -133,7 +133,7 @@ class Corpus:
             text = _body_text(msg)
             if "spam" in p.parent.name:
                 if 60 <= len(text.split()) <= 600 and msg.get_content_type() == "text/plain":
-                    subj = re.sub(r"\s+\d{3,}$|\s+[\[(]?\w*\d\w*[\])]?$", "", str(msg.get("Subject", "")).strip())
+                    subj = re.sub(r"\s+\d{3,}$|\s+[\[(]?\w*\d\w*[\])]?$", "", " ".join(str(msg.get("Subject", "")).split()))
                     self.spam_bodies.append((subj or "Special offer", text))
                 continue
             if msg.get_content_type() == "text/plain" and 40 <= len(text.split()) <= 800:
@@ -540,7 +540,7 @@ def cat_forwarded_as_attachment(rng, corpus, idx):
         orig = email.message_from_bytes(raw, policy=POLICY)
         d0 = rand_date(rng)
         first = raw
-        subj = str(orig.get("Subject", "(no subject)"))
+        subj = " ".join(str(orig.get("Subject", "(no subject)")).split())
     else:
         sender = person(rng)
         msg, info = original_message(rng, corpus, sender, rcpt)
