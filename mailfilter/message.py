@@ -27,6 +27,7 @@ from mailfilter.normalise import (
     address_of,
     display_name,
     first_values,
+    gateway_link_is_whole,
     is_forward_subject,
     is_reply_subject,
     is_resend_note,
@@ -69,6 +70,10 @@ _NOT_NESTING = frozenset((
 HTML_DEPTH_MAX = 400          # deeper (as counted): the part's tags are stripped instead
 _HTML_DEPTH_FROM = 32 * 1024  # shorter parts cannot nest deep enough to cost much
 _LINK_WORDS = register(("://", "www."))
+_GATEWAY_WORDS = register(("safelinks.protection.outlook.com", "urldefense.", "mimecast.com/s/"))
+_WRAPPED_LINE = 60          # shorter lines were not wrapped by their client
+_GATEWAY_LINES_MAX = 40     # lines one rewritten link may span
+_FIRST_WORD = Pattern(r"[^\s>]\S*")
 _VIA = Pattern(r"\s+via\s+\S.*$", re.IGNORECASE)
 _LOCAL_PART_NAME = Pattern(r"[a-z]{2,}(?:[._-][a-z]{2,}){0,2}", re.IGNORECASE)
 _LOCAL_PART_SEPARATORS = Pattern(r"[._-]")
@@ -637,7 +642,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     subject = decode_header_text(headers.get("subject", ""))
     sender_field, sender_name = _sender(headers)
     signer = _signer(sender_name, sender_field)
-    full = Prepared(full_text)
+    full = _gateway_links_rejoined(Prepared(full_text))
     parts, writers, quoted, forwarded_from = _own_parts(full, subject, signer)
     prepared, boilerplate = _cleaned(parts, writers, full)
     prepared = _links_to_sites(prepared)
@@ -756,6 +761,50 @@ def _cleaned(parts: list[str], writers: list[str], full: Prepared) -> tuple[Prep
         return cleaned[0], boilerplate
     return Prepared("\n\n".join(part.text for part in cleaned if part.text.strip())), \
         boilerplate
+
+
+def _gateway_links_rejoined(full: Prepared) -> Prepared:
+    """Step: a gateway's rewritten link (Safe Links, URL Defense, Mimecast) that the
+    sender's client broke over lines when it wrapped them is made one line again, so that
+    the link is read for the one it wraps and its pieces are not read as words.  Only
+    where a wrapper's host occurs, lines of at least ``_WRAPPED_LINE`` characters, and only
+    until the wrapper's own end (:func:`gateway_link_is_whole`); each line is read once."""
+    if not full.any(_GATEWAY_WORDS) or not full.aligned:
+        return full
+    text = full.text
+    link_pattern, first_word = LINK.get(), _FIRST_WORD.get()
+    pieces: list[str] = []
+    last = 0
+    for at in full.starts(_GATEWAY_WORDS):
+        if at < last:
+            continue
+        start = text.rfind("\n", 0, at) + 1
+        line_end = text.find("\n", at)
+        if line_end < 0 or line_end - start < _WRAPPED_LINE:
+            continue
+        link = next((m for m in link_pattern.finditer(text, start, line_end)
+                     if m.start() <= at < m.end()), None)
+        if link is None or link.end() != line_end:
+            continue
+        whole = link.group(0)
+        joined = 0
+        while joined < _GATEWAY_LINES_MAX and line_end < len(text):
+            word = first_word.match(text, line_end + 1)
+            if word is None or gateway_link_is_whole(whole, word.group(0)):
+                break
+            pieces.append(text[last:line_end])      # the line break dropped
+            last = line_end + 1
+            whole += word.group(0)
+            joined += 1
+            following = text.find("\n", word.end())
+            following = len(text) if following < 0 else following
+            if word.end() != following or following - (line_end + 1) < _WRAPPED_LINE:
+                break                                # the link ends on this line
+            line_end = following
+    if not pieces:
+        return full
+    pieces.append(text[last:])
+    return Prepared("".join(pieces))
 
 
 def _links_to_sites(prepared: Prepared) -> Prepared:

@@ -234,6 +234,30 @@ def wrapped_link(link: str) -> str | None:
     return None
 
 
+# Where a gateway's link ends: Safe Links closes with ``reserved=0``, URL Defense v3 with
+# ``$``, v2 with ``&e=``; Mimecast's ``domain=`` holds a host name.
+_HOST_TAIL = Pattern(r"[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}[.,;:]?", re.IGNORECASE)
+
+
+def gateway_link_is_whole(link: str, next_word: str) -> bool:
+    """A gateway's rewritten ``link`` that ends a line is whole, not cut short by a client
+    that wrapped the line inside it (``next_word`` is what opens the next line): what ends
+    each wrapper is known, so that no other link is ever joined to the word under it."""
+    lowered = link.lower()
+    if "safelinks.protection.outlook.com" in lowered:
+        return "reserved=0" in lowered
+    if "urldefense" in lowered:
+        if "/v3/__" in lowered:
+            return lowered.endswith("$")
+        return "/v2/" not in lowered or "&e=" in lowered
+    if "mimecast.com/s/" in lowered:
+        domain = lowered.rpartition("domain=")[2] if "domain=" in lowered else ""
+        if not domain or "." not in domain or domain.endswith((".", "-")):
+            return False
+        return not _HOST_TAIL.get().fullmatch(next_word) or "." in domain.rpartition(".")[0]
+    return True
+
+
 def link_site(match: re.Match[str]) -> str:
     """The site a :data:`LINK` match leads to: its registered domain, lower case (no user,
     port, path or query, no tracking subdomain like ``u9414681.ct.sendgrid.net``); through

@@ -257,6 +257,9 @@ SHAPES = {
         + "".join(_EVENT.format(i) for i in range(n // 90)).encode() + b"END:VCALENDAR\r\n"),
     "links": lambda n: _shape_message(_repeat("see https://t.example.com/a?b=c www.x.org ", n)),
     "hosts and paths": lambda n: _shape_message(_repeat("db1.example.org /var/log/x 42 ", n)),
+    "gateway links cut over lines": lambda n: _shape_message(_repeat(
+        "see https://urldefense.com/v3/__https://a.example/" + "b" * 30 + "\n"
+        + "c" * 70 + "\n", n)),
 }
 BIG_SETTINGS = FingerprintSettings(max_body_bytes=8 * 1024 * 1024)
 

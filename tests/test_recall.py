@@ -84,6 +84,46 @@ def test_a_copy_through_a_link_rewriting_gateway_is_a_duplicate(engine: Engine, 
     assert copy.is_duplicate, verdict_value(copy)
 
 
+def wrapped_at(text: str, width: int = 72) -> str:
+    """``text`` as a client that breaks long words wraps it: every line at ``width``,
+    a link longer than that cut into pieces."""
+    import textwrap
+    return "\n".join(
+        "\n".join(textwrap.wrap(line, width, break_long_words=True, break_on_hyphens=False))
+        for line in text.split("\n"))
+
+
+@pytest.mark.parametrize("wrap", [safelinks, proofpoint_v2, proofpoint_v3, mimecast])
+def test_a_gateway_link_broken_over_lines_is_still_the_link_it_wraps(
+        engine: Engine, wrap) -> None:  # noqa: ANN001
+    """A plain-text copy whose client wrapped the rewritten links at 72 columns.  Failed
+    before: the pieces were read as words and the cut link as the wrapper's host
+    (`shingles 0.41, but identifiers differ: clearwater.com, google.com here`)."""
+    links = [link.replace("portal.", "p.") for link in ORIGINAL_LINKS]
+    body = BODY.replace("Thursday:\n{0}", "Thursday: {0}")    # one after words
+    first = engine.check(make_message(wrapped_at(body.format(*links)),
+                                      message_id="<plan@x>"), ["carol@example.net"])
+    assert first.kind is Kind.UNIQUE
+    text = wrapped_at(body.format(*map(wrap, links)))
+    assert any(len(line) == 72 and "://" in line for line in text.splitlines()), text
+    copy = engine.check(make_message(text, message_id="<plan-gw@x>"), ["carol@example.net"])
+    assert copy.kind is Kind.DUPLICATE, verdict_value(copy)
+
+
+def test_a_whole_gateway_link_is_not_joined_to_the_line_under_it() -> None:
+    """Only a link cut short is joined: a whole Mimecast link at the end of a long line
+    keeps the next line's words, and another link's line break is never touched."""
+    from mailfilter.message import parse
+    body = ("Please read the plan that the storage team wrote during the week before: "
+            "https://protect-eu.mimecast.com/s/Xy7pCkRp3fz8W?domain=docs.example.com\n"
+            "Thanks.for.reading and see you on Thursday\n"
+            "The handbook lives on our own intranet server, under the path given here: "
+            "https://intranet.example.com/handbook/chapters/\n"
+            "deploy.html is the chapter to read\n")
+    text = parse(make_message(body)).text
+    assert "Thanks" in text and "deploy" in text and "example.comThanks" not in text
+
+
 def test_another_message_behind_the_same_gateway_stays_unique(engine: Engine) -> None:
     """Every link through one wrapper host does not make two messages alike: a notice that
     links somewhere else is still another message."""
