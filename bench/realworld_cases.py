@@ -1420,7 +1420,8 @@ def _redeliver(rng: random.Random, raw: bytes, rcpt: str, moment: dt.datetime,
 # -- 14. copies through a gateway, forwards as attachments ---------------------------------
 
 GATEWAY_KINDS = ("attached_rfc822", "attached_eml", "safelinks", "urldefense_v2",
-                 "urldefense_v3", "mimecast")
+                 "urldefense_v3", "mimecast", "safelinks_cut", "urldefense_v3_cut",
+                 "mimecast_cut")
 LINK_PATHS = ("projects/{n}/review", "handbook/deploy.html", "events/{n}", "tickets/{n}",
               "docs/plan-{n}.pdf", "board/{n}?view=list")
 
@@ -1442,6 +1443,40 @@ def _gateway_link(rng: random.Random, kind: str, link: str) -> str:
         return f"https://urldefense.com/v3/__{link}__;!!{rm._alnum(rng, 10)}!{rm._alnum(rng, 60)}$"
     host = link.split("/")[2]
     return f"https://protect-eu.mimecast.com/s/{rm._alnum(rng, 14)}?domain={host}"
+
+
+def _hard_wrapped(text: str, width: int = 72) -> str:
+    """``text`` as a client that hard-wraps plain text: lines broken at spaces, and a word
+    longer than a line (a rewritten link) begun where it stands and cut every ``width``
+    characters."""
+    lines = []
+    for line in text.split("\n"):
+        quote = "> " if line.startswith(">") else ""     # quoted lines stay quoted
+        current, started = "", False
+        for word in line.split(" "):
+            if current and len(current) + 1 + len(word) > width:
+                if len(word) > width and width - len(current) > 20:
+                    current = f"{current} {word}"
+                else:
+                    lines.append(current)
+                    current = quote + word
+            else:
+                current = f"{current} {word}" if current else (quote if started else "") + word
+            started = True
+            while len(current) > width:
+                lines.append(current[:width])
+                current = quote + current[width:]
+        lines.append(current)
+    return "\n".join(lines)
+
+
+def _with_inline_links(paragraphs: list[str], links: list[str]) -> str:
+    """The links after words of the text ("Details here: …"), one a paragraph."""
+    shown = list(paragraphs)
+    for number, link in enumerate(links):
+        at = number % len(shown)
+        shown[at] = f"{shown[at].rstrip()} Details here: {link}"
+    return "\n\n".join(shown) + "\n"
 
 
 def _with_links(paragraphs: list[str], links: list[str]) -> str:
@@ -1474,8 +1509,17 @@ def gateway_and_attached_copies(ctx: Context, count: int) -> list[Case]:
         style = rng.choice(("gmail", "outlook", "thunderbird"))
         cl = rm.CLIENTS[style]
 
+        cut = kind.endswith("_cut")
+        kind = kind.removesuffix("_cut")
+
+        def shown(links: list[str], cut: bool = cut, paragraphs: list[str] = paragraphs
+                  ) -> str:
+            if cut:     # a client that hard-wraps at 72 cut the gateway's long links
+                return _hard_wrapped(_with_inline_links(paragraphs, links))
+            return _with_links(paragraphs, links)
+
         first = compose(rng, sender=sender, to=[me], subject=subject, moment=moment,
-                        body=rm.text_part(_with_links(paragraphs, links)),
+                        body=rm.text_part(shown(links)),
                         mid=rm.message_id(rng, style, sender.addr.split("@")[1]),
                         rcpt=me.addr, envelope=sender.addr, client=cl)
         later = moment + dt.timedelta(minutes=rng.randint(5, 2000))
@@ -1502,13 +1546,13 @@ def gateway_and_attached_copies(ctx: Context, count: int) -> list[Case]:
         else:
             wrapped = [_gateway_link(rng, kind, link) for link in links]
             second = compose(rng, sender=sender, to=[me], subject=subject, moment=later,
-                             body=rm.text_part(_with_links(paragraphs, wrapped)),
+                             body=rm.text_part(shown(wrapped)),
                              mid=rm.message_id(rng, style, sender.addr.split("@")[1]),
                              rcpt=me.addr, envelope=sender.addr, client=cl)
             envelope = sender.addr
-        cases.append(Case(name, i, kind, [
+        cases.append(Case(name, i, kind + "_cut" * cut, [
             Delivery(first, sender.addr, [me.addr], None, ham.path),
-            Delivery(second, envelope, [me.addr], FLAG, kind)]))
+            Delivery(second, envelope, [me.addr], FLAG, kind + "_cut" * cut)]))
     return cases
 
 

@@ -70,7 +70,9 @@ _NOT_NESTING = frozenset((
 HTML_DEPTH_MAX = 400          # deeper (as counted): the part's tags are stripped instead
 _HTML_DEPTH_FROM = 32 * 1024  # shorter parts cannot nest deep enough to cost much
 _LINK_WORDS = register(("://", "www."))
-_GATEWAY_WORDS = register(("safelinks.protection.outlook.com", "urldefense.", "mimecast.com/s/"))
+# A gateway's link, or either half of it when a line break cut the wrapper's name:
+_GATEWAY_WORDS = register(("safelinks.", "protection.outlook.com", "urldefense", "/v3/__",
+                           "/v2/url?u=", "mimecast", "?domain="))
 _WRAPPED_LINE = 60          # shorter lines were not wrapped by their client
 _GATEWAY_LINES_MAX = 40     # lines one rewritten link may span
 _FIRST_WORD = Pattern(r"[^\s>]\S*")
@@ -763,44 +765,58 @@ def _cleaned(parts: list[str], writers: list[str], full: Prepared) -> tuple[Prep
         boilerplate
 
 
+def _link_ending_line(text: str, start: int) -> re.Match[str] | None:
+    """The last link of the line at ``start`` when it runs to the end of a line long
+    enough to have been wrapped, else None."""
+    line_end = text.find("\n", start)
+    if line_end < 0 or line_end - start < _WRAPPED_LINE:
+        return None
+    last = None
+    for last in LINK.get().finditer(text, start, line_end):   # noqa: B007 - the last one
+        pass
+    return last if last is not None and last.end() == line_end else None
+
+
 def _gateway_links_rejoined(full: Prepared) -> Prepared:
     """Step: a gateway's rewritten link (Safe Links, URL Defense, Mimecast) that the
-    sender's client broke over lines when it wrapped them is made one line again, so that
+    sender's client cut over lines when it wrapped them is made one line again, so that
     the link is read for the one it wraps and its pieces are not read as words.  Only
-    where a wrapper's host occurs, lines of at least ``_WRAPPED_LINE`` characters, and only
-    until the wrapper's own end (:func:`gateway_link_is_whole`); each line is read once."""
+    where a wrapper's name (or, cut, one of its halves) occurs, on lines of at least
+    ``_WRAPPED_LINE`` characters, and only until the wrapper's own end
+    (:func:`gateway_link_is_whole`); each line is read once."""
     if not full.any(_GATEWAY_WORDS) or not full.aligned:
         return full
     text = full.text
-    link_pattern, first_word = LINK.get(), _FIRST_WORD.get()
+    first_word = _FIRST_WORD.get()
     pieces: list[str] = []
-    last = 0
+    last = done = 0
     for at in full.starts(_GATEWAY_WORDS):
-        if at < last:
+        if at < done:
             continue
         start = text.rfind("\n", 0, at) + 1
-        line_end = text.find("\n", at)
-        if line_end < 0 or line_end - start < _WRAPPED_LINE:
-            continue
-        link = next((m for m in link_pattern.finditer(text, start, line_end)
-                     if m.start() <= at < m.end()), None)
-        if link is None or link.end() != line_end:
-            continue
-        whole = link.group(0)
-        joined = 0
-        while joined < _GATEWAY_LINES_MAX and line_end < len(text):
+        link = _link_ending_line(text, start)
+        if link is None or link.start() > at:
+            opening = first_word.match(text, start)
+            if start == 0 or opening is None or opening.end() <= at:
+                continue
+            link = _link_ending_line(text, text.rfind("\n", 0, start - 1) + 1)
+            if link is None:
+                continue            # the wrapper's name was cut: its link began above
+        whole, line_end = link.group(0), link.end()
+        for _ in range(_GATEWAY_LINES_MAX):
             word = first_word.match(text, line_end + 1)
             if word is None or gateway_link_is_whole(whole, word.group(0)):
                 break
             pieces.append(text[last:line_end])      # the line break dropped
             last = line_end + 1
             whole += word.group(0)
-            joined += 1
             following = text.find("\n", word.end())
             following = len(text) if following < 0 else following
-            if word.end() != following or following - (line_end + 1) < _WRAPPED_LINE:
-                break                                # the link ends on this line
+            if word.end() != following or following - last < _WRAPPED_LINE:
+                line_end = word.end()               # the link ends on this line
+                break
             line_end = following
+        done = line_end
     if not pieces:
         return full
     pieces.append(text[last:])

@@ -239,18 +239,31 @@ def wrapped_link(link: str) -> str | None:
 _HOST_TAIL = Pattern(r"[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}[.,;:]?", re.IGNORECASE)
 
 
-def gateway_link_is_whole(link: str, next_word: str) -> bool:
-    """A gateway's rewritten ``link`` that ends a line is whole, not cut short by a client
-    that wrapped the line inside it (``next_word`` is what opens the next line): what ends
-    each wrapper is known, so that no other link is ever joined to the word under it."""
-    lowered = link.lower()
+def _gateway_of(lowered: str) -> str:
+    """Which gateway wrote the lower-case link ``lowered``: '' for none."""
     if "safelinks.protection.outlook.com" in lowered:
-        return "reserved=0" in lowered
+        return "safelinks"
     if "urldefense" in lowered:
-        if "/v3/__" in lowered:
-            return lowered.endswith("$")
-        return "/v2/" not in lowered or "&e=" in lowered
-    if "mimecast.com/s/" in lowered:
+        return "v3" if "/v3/__" in lowered else "v2" if "/v2/" in lowered else "v1"
+    return "mimecast" if "mimecast.com/s/" in lowered else ""
+
+
+def gateway_link_is_whole(link: str, next_word: str) -> bool:
+    """A link that ends a line is whole, not a gateway's link cut short by a client that
+    wrapped the line inside it (``next_word`` is what opens the next line): what ends each
+    wrapper is known, so that no other link is ever joined to the word under it.  A link
+    that becomes a gateway's only with ``next_word`` (the wrapper's name was cut) is not."""
+    lowered = link.lower()
+    gateway = _gateway_of(lowered)
+    if gateway != _gateway_of(lowered + next_word.lower()):
+        return False        # cut in the wrapper's name or before its version
+    if gateway == "safelinks":
+        return "reserved=0" in lowered
+    if gateway == "v3":
+        return lowered.endswith("$")
+    if gateway == "v2":
+        return "&e=" in lowered
+    if gateway == "mimecast":
         domain = lowered.rpartition("domain=")[2] if "domain=" in lowered else ""
         if not domain or "." not in domain or domain.endswith((".", "-")):
             return False
