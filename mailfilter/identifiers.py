@@ -181,11 +181,14 @@ def identifiers(text: str, subject: str = "",
     ``words``: the words of ``text`` as the shingles read them (lower case), to save
     reading them again when the text holds no link, address or host name."""
     found: list[str] = []
+    from_subject = 0
     if subject:
         subject = _SUBJECT_TAGS.sub(" ", _without_campaign_token(
             _PADDED_COUNTER.sub("", subject)))
     for source, known in ((subject, None),
                           (text, words)):
+        if source is text:
+            from_subject = len(found)
         if not source:
             continue
         if "@" in source or "://" in source or "www." in source or "WWW." in source:
@@ -197,11 +200,25 @@ def identifiers(text: str, subject: str = "",
             found.extend(path.lower() for path in _PATH.findall(source))
             source, known = _PATH.sub(" ", source), None
         _numbered_words(source, found, known)
-    counts: dict[str, int] = {}
+    return _numbered(found, from_subject)
+
+
+def _numbered(found: list[str], from_subject: int) -> list[str]:
+    """``found`` (the subject's values, then the text's from ``from_subject`` on), each
+    value listed again with its count; a value the subject names counts as often as the
+    subject or the text names it, whichever is more, not both added: an issue number in
+    the subject and in the masthead is one datum, so that the same text re-sent under
+    another subject ("Last chance: …") holds the same data."""
+    text_counts: dict[str, int] = {}
+    for value in found[from_subject:]:
+        text_counts[value] = text_counts.get(value, 0) + 1
     numbered = []
-    for value in found:
-        counts[value] = count = counts.get(value, 0) + 1
-        numbered.append(value if count == 1 else f"{value}#{count}")
+    for start, end, skip in ((0, from_subject, text_counts), (from_subject, len(found), {})):
+        counts: dict[str, int] = {}
+        for value in found[start:end]:
+            counts[value] = count = counts.get(value, 0) + 1
+            if count > skip.get(value, 0):
+                numbered.append(value if count == 1 else f"{value}#{count}")
     return numbered
 
 

@@ -384,3 +384,47 @@ def test_an_identical_short_message_without_a_subject_delivered_twice_is_a_dupli
     again = engine.check(raw)
     assert again.kind is Kind.DUPLICATE, verdict_value(again)
     assert again.decided_by == "short-text"
+
+
+ISSUE = """Product Updates - Issue #153
+
+Hi Ann,
+
+UPCOMING WEBINARS
+
+Our spring series starts next week with a session on planning storage migrations: what to
+measure before the move, how to rehearse the cut-over and how to keep the writers quiet
+while the replicas catch up.  The second session covers monitoring during the move, and
+the third answers the questions you send us in advance.  Every session is recorded and the
+recordings go out to everyone who registered, whether they attended or not.
+
+Register here: https://news.example.com/webinars/spring
+
+You are receiving this email because ann@example.net subscribed to Product Updates.
+Unsubscribe: https://news.example.com/unsubscribe
+"""
+
+
+def test_a_newsletter_resent_under_a_new_subject_with_a_line_on_top_is_found(
+        engine: Engine) -> None:
+    """The issue again as "Last chance: …" with "Only 48 hours left to register!" above
+    it.  Failed before: `shingles 1.00, but identifiers differ: 48 here, others in the
+    match` — the issue number counted twice in the first (subject and masthead), once in
+    the second."""
+    headers = {"List-Unsubscribe": "<https://news.example.com/unsubscribe>"}
+    engine.check(make_message(ISSUE, subject="Product Updates #153: Upcoming webinars",
+                              sender="news@example.com", message_id="<i153@news>",
+                              headers=headers), ["ann@example.net"])
+    again = engine.check(make_message("Only 48 hours left to register!\n\n" + ISSUE,
+                                      subject="Last chance: Upcoming webinars",
+                                      sender="news@example.com", message_id="<i153b@news>",
+                                      headers=headers), ["ann@example.net"])
+    assert again.is_duplicate, verdict_value(again)
+    assert "resent-original" in verdict_value(again) or "resend" in verdict_value(again)
+
+
+def test_a_value_in_the_subject_and_the_text_is_one_datum() -> None:
+    from mailfilter.identifiers import identifiers
+    assert identifiers("Issue #153 of the series, see item 7 and item 7",
+                       "Updates #153") == ["153", "7", "7#2"]
+    assert identifiers("Issue 12", "Updates #153 and 153") == ["153", "153#2", "12"]
