@@ -99,6 +99,7 @@ def _worker(kinds: list[str], messages: int, warm: int) -> dict[str, dict[str, f
     from mailfilter.decision import MILTER, plan
     from mailfilter.engine import Engine
     from mailfilter.fingerprint import use_numpy
+    from mailfilter.logs import setup_logging
     use_numpy()                             # as the daemons do
     results: dict[str, dict[str, float]] = {}
     for kind in kinds:
@@ -121,10 +122,10 @@ def _worker(kinds: list[str], messages: int, warm: int) -> dict[str, dict[str, f
             out["group"] = _group(engine, analyses, planned, warm)
             engine.close()
             log_file = open(Path(scratch) / "log", "w")  # noqa: SIM115
-            logger = logging.getLogger(f"store-cost-{kind}")
-            logger.handlers[:] = [logging.StreamHandler(log_file)]
-            logger.propagate = False
-            logger.setLevel(logging.INFO)
+            logger = setup_logging(settings.log, f"store-cost-{kind}")   # as the daemons
+            for handler in logger.handlers:
+                if isinstance(handler, logging.StreamHandler):
+                    handler.setStream(log_file)
             settings.store.path = str(Path(scratch) / "milter")
             out["log"], out["milter"] = _milter(settings, logger, raws, warm, scratch)
             log_file.close()

@@ -52,7 +52,9 @@ from mailfilter.names import Kind
 from mailfilter.store import (
     DECISIONS,
     HISTOGRAM_GROUPS,
+    LAYOUT,
     READABLE_SCHEMAS,
+    RECORD_VERSION,
     RECIPIENTS_MAX,
     SCHEMA_VERSION,
     Found,
@@ -91,6 +93,11 @@ _TEXT_INDEXES = ("by_text_shingle", "by_text_hist", "by_cluster")
 _INDEXES = ("by_hist", "by_shingle", "by_digest", "by_msgid", "by_chunk", "by_text", "by_rcpt",
             *_TEXT_INDEXES)
 _RCPT = struct.Struct(">QQ")
+# A record's last time and seen counter (adjacent in its header), and its section counts.
+_SEEN = struct.Struct(">II")
+_SEEN_AT = LAYOUT.offset("last_seen")
+_COUNTS = struct.Struct(">HHH")
+_COUNTS_AT = LAYOUT.offset("n_sketch")
 _MAX_DBS = 16
 _RECORDS = b"records"             # meta: (records, next_id when they were counted)
 _TALLY = struct.Struct(">QQ")
@@ -1080,6 +1087,9 @@ class LmdbStore:
         data = txn.get(key, db=self.docs)
         if data is None:
             return
+        if data[0] == RECORD_VERSION and self._touch_in_place(txn, key, data, when,
+                                                               recipients):
+            return
         record = Record.decode(doc_id, data)
         txn.delete(_TIME_ID.pack(record.last_seen, doc_id), db=self.by_time)
         record.seen += 1
@@ -1096,6 +1106,29 @@ class LmdbStore:
         record.recipients = kept
         txn.put(key, record.encode(), db=self.docs)
         txn.put(_TIME_ID.pack(record.last_seen, doc_id), b"", db=self.by_time)
+
+    def _touch_in_place(self, txn: lmdb.Transaction, key: bytes, data: bytes, when: int,
+                        recipients: Sequence[int]) -> bool:
+        """:meth:`_touch` of a current-format record that no new recipient joins (an exact
+        repeat to the same mailboxes, nearly every touch): its seen counter and last time
+        changed in its bytes, no decoding and encoding (a third of the CPU of recording a
+        repeat); its time index entry moved only when the time changes.  False when
+        recipients join: the caller does it all."""
+        n_sketch, n_chunks, n_recipients = _COUNTS.unpack_from(data, _COUNTS_AT)
+        start = LAYOUT.header + LAYOUT.sketch_width * n_sketch + LAYOUT.chunk_width * n_chunks
+        if recipients:
+            held = struct.unpack_from(f">{n_recipients}Q", data, start)
+            if any(r not in held for r in recipients):
+                return False
+        last_seen, seen = _SEEN.unpack_from(data, _SEEN_AT)
+        changed = bytearray(data)
+        _SEEN.pack_into(changed, _SEEN_AT, max(last_seen, when), seen + 1)
+        txn.put(key, changed, db=self.docs)
+        if when > last_seen:
+            doc_id = _U64.unpack(key)[0]
+            txn.delete(_TIME_ID.pack(last_seen, doc_id), db=self.by_time)
+            txn.put(_TIME_ID.pack(when, doc_id), b"", db=self.by_time)
+        return True
 
     def count_verdict(self, verdict: str, when: int, change: int = 1) -> None:
         """Add ``change`` to the day's counter of ``verdict`` (for `dupfilter-db stats`)."""
