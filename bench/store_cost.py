@@ -30,6 +30,8 @@ second thread does part of the work):
                session is busy)
   log          ``OutcomeLog.log`` of the milter's line, to a file, with status observing
   milter       envfrom … eom of ``DupfilterMilter`` (group commit, a log line to a file)
+  sessions     4 threads, each analysing and processing its messages with group commit:
+               CPU a message *with* analysis, and ``per_commit``, messages per commit
 
 The table: per checkout and path, the median over rounds of the mean µs a message, and
 the ratio to the first checkout's.
@@ -50,7 +52,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 KINDS = ("repeat", "fresh")
-PATHS = ("process", "check", "plan", "record", "commit", "group", "log", "milter")
+PATHS = ("process", "check", "plan", "record", "commit", "group", "log", "milter",
+         "sessions", "per_commit")
+SESSIONS = 4
 
 _WORDS = ("the a of to and in is it that for on with as was at by this be from or have an "
           "they which one you had not but what all were when we there can more if no out so "
@@ -121,6 +125,10 @@ def _worker(kinds: list[str], messages: int, warm: int) -> dict[str, dict[str, f
             engine = Engine(settings)
             out["group"] = _group(engine, analyses, planned, warm)
             engine.close()
+            settings.store.path = str(Path(scratch) / "sessions")
+            engine = Engine(settings)
+            out["sessions"], out["per_commit"] = _sessions(engine, raws, planned, warm)
+            engine.close()
             log_file = open(Path(scratch) / "log", "w")  # noqa: SIM115
             logger = setup_logging(settings.log, f"store-cost-{kind}")   # as the daemons
             for handler in logger.handlers:
@@ -188,6 +196,35 @@ def _group(engine, analyses, planned, warm):  # noqa: ANN001, ANN202
         process_message(engine, analysis, ["user@sink.test"], planned,
                         sender="sender@source.test")
     return (time.process_time() - start) * 1e6 / (len(analyses) - warm)
+
+
+def _sessions(engine, raws, planned, warm, sessions=SESSIONS):  # noqa: ANN001, ANN202
+    """``sessions`` threads, each analysing its messages and processing them with group
+    commit (a milter's sessions): CPU a message, analysis included, and messages a commit
+    (LMDB's transaction ids)."""
+    import threading
+
+    from mailfilter.service import process_message
+    for raw in raws[:warm]:
+        process_message(engine, engine.analyse(raw), ["user@sink.test"], planned,
+                        sender="sender@source.test")
+    rest = raws[warm:]
+    first_txn = engine.store.env.info()["last_txnid"]
+
+    def session(share: list[bytes]) -> None:
+        for raw in share:
+            process_message(engine, engine.analyse(raw), ["user@sink.test"], planned,
+                            sender="sender@source.test")
+    threads = [threading.Thread(target=session, args=(rest[n::sessions],))
+               for n in range(sessions)]
+    start = time.process_time()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    spent = time.process_time() - start
+    commits = engine.store.env.info()["last_txnid"] - first_txn
+    return spent * 1e6 / len(rest), len(rest) / max(1, commits)
 
 
 def _milter(settings, logger, raws, warm, scratch):  # noqa: ANN001, ANN202
@@ -296,7 +333,7 @@ def main() -> None:
         first = None
         for checkout in checkouts:
             medians = {p: statistics.median(r[kind][p] for r in runs[checkout]) for p in PATHS}
-            print(f"{str(checkout)[-32:]:<32}" + "".join(f"{medians[p]:>10.0f}" for p in PATHS))
+            print(f"{str(checkout)[-32:]:<32}" + "".join(f"{medians[p]:>10.{1 if p == 'per_commit' else 0}f}" for p in PATHS))
             if first is None:
                 first = medians
             else:
