@@ -40,6 +40,7 @@ the ratio to the first checkout's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -211,10 +212,14 @@ def _sessions(engine, raws, planned, warm, sessions=SESSIONS):  # noqa: ANN001, 
     rest = raws[warm:]
     first_txn = engine.store.env.info()["last_txnid"]
 
+    expect = getattr(engine, "expect", contextlib.nullcontext)    # as the daemons do
+
     def session(share: list[bytes]) -> None:
         for raw in share:
-            process_message(engine, engine.analyse(raw), ["user@sink.test"], planned,
-                            sender="sender@source.test")
+            with expect() as coming:
+                process_message(engine, engine.analyse(raw), ["user@sink.test"], planned,
+                                sender="sender@source.test",
+                                **({"coming": coming} if coming is not None else {}))
     threads = [threading.Thread(target=session, args=(rest[n::sessions],))
                for n in range(sessions)]
     start = time.process_time()
@@ -329,16 +334,17 @@ def main() -> None:
           f"µs CPU a message (median of rounds), load {load:.1f}")
     for kind in args.kinds:
         print(f"\n{kind}")
-        print(f"{'checkout':<32}" + "".join(f"{p:>10}" for p in PATHS))
+        print(f"{'checkout':<32}" + "".join(f"{p:>11}" for p in PATHS))
         first = None
         for checkout in checkouts:
             medians = {p: statistics.median(r[kind][p] for r in runs[checkout]) for p in PATHS}
-            print(f"{str(checkout)[-32:]:<32}" + "".join(f"{medians[p]:>10.{1 if p == 'per_commit' else 0}f}" for p in PATHS))
+            print(f"{str(checkout)[-32:]:<32}" + "".join(
+                f"{medians[p]:>11.{1 if p == 'per_commit' else 0}f}" for p in PATHS))
             if first is None:
                 first = medians
             else:
                 print(f"{'  ratio to ' + REPO.name:<32}" + "".join(
-                    f"{first[p] / medians[p]:>10.2f}" if medians[p] else f"{'-':>10}"
+                    f"{first[p] / medians[p]:>11.2f}" if medians[p] else f"{'-':>11}"
                     for p in PATHS))
 
 

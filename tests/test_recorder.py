@@ -200,3 +200,37 @@ def test_close_waits_for_a_caller_that_is_committing() -> None:
     store.release.set()
     assert recorder.close(timeout=10) is True and store.transactions == [["v1"]]
     caller.join(10)
+
+
+def test_a_commit_waits_for_the_messages_being_analysed_but_not_for_one_that_fails() -> None:
+    """Recorder.expect: a session about to commit waits (up to gather_seconds) for the
+    jobs of messages being analysed at that moment, so that they share its commit (a
+    sync's CPU is paid per commit); a message that fails before its job (closed unused)
+    ends the wait at once, and with nothing being analysed there is no wait at all."""
+    transactions: list[list[object]] = []
+
+    def atomically(fn: Callable[[], list[object]]) -> list[object]:
+        transactions.append(fn())
+        return transactions[-1]
+    recorder = Recorder(atomically, gather_seconds=30)
+    started = time.monotonic()
+    assert recorder.run(lambda: "alone", 10) == "alone"     # nothing coming: no wait
+    analysing = recorder.expect()
+    results: dict[str, object] = {}
+    first = threading.Thread(target=lambda: results.update(a=recorder.run(lambda: "a", 10)))
+    first.start()
+    time.sleep(0.2)
+    assert "a" not in results                               # waiting for the other
+    assert recorder.run(lambda: "b", 10, analysing) == "b"
+    first.join(10)
+    assert results == {"a": "a"} and transactions[1:] == [["a", "b"]]
+    failing = recorder.expect()
+    other = threading.Thread(target=lambda: results.update(c=recorder.run(lambda: "c", 10)))
+    other.start()
+    time.sleep(0.2)
+    with failing:                                           # its analysis failed
+        pass
+    other.join(10)
+    assert results["c"] == "c" and transactions[-1] == ["c"]
+    assert time.monotonic() - started < 10                  # never the 30 s
+    recorder.close()
