@@ -23,12 +23,13 @@ its record) calls :meth:`run` instead: when no batch is being committed it commi
 queued itself, its own job with it, in its own thread (a session alone saves two thread
 hand-offs and two futures, about a fifth of what a small message costs outside its
 analysis); otherwise it waits for the committing lock and then finds its job done, or
-commits the next batch itself.  Batches are taken from the queue and committed under one
-lock, so jobs still run in submission order and one batch at a time, whoever commits.
-A sync costs its CPU (in the kernel, and on a virtual machine more outside the process)
-whatever the batch, so before committing, a thread in run() waits a moment (at most
-``gather_seconds``) for the jobs of the messages being analysed at that time
-(:meth:`Recorder.expect`): with four sessions, more messages share each commit.
+commits the next batch itself (no thread hand-off either).  Batches are taken from the
+queue and committed under that one lock, so jobs still run in submission order and one
+batch at a time, whoever commits.  A sync costs its CPU (in the kernel, and on a virtual
+machine more outside the process) whatever the batch, so before committing, a thread in
+run() waits a moment (at most ``gather_seconds``) for the jobs of the messages being
+analysed at that time (:meth:`Recorder.expect`): with four sessions, more messages share
+each commit.
 """
 
 from __future__ import annotations
@@ -44,28 +45,25 @@ R = TypeVar("R")
 
 
 class _Waiter:
-    """The slot of a job whose submitter waits in :meth:`Recorder.run`: what a Future does
-    for the writer (``set_result``, ``set_exception``), on one plain lock."""
+    """The slot of a job whose caller is in :meth:`Recorder.run`: what a Future does for a
+    batch (``set_result``, ``set_exception``), no lock: the caller holds the committing
+    lock until its job is done, so nobody waits on the slot."""
 
-    __slots__ = ("done", "result", "error", "_released")
+    __slots__ = ("done", "result", "error")
 
     def __init__(self) -> None:
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
-        self._released = threading.Lock()
-        self._released.acquire()
 
     def set_running_or_notify_cancel(self) -> bool:
         return True
 
     def set_result(self, result: Any) -> None:
         self.result, self.done = result, True
-        self._released.release()
 
     def set_exception(self, error: BaseException) -> None:
         self.error, self.done = error, True
-        self._released.release()
 
 
 class Coming:
@@ -99,7 +97,8 @@ GATHER_SECONDS = 0.002
 
 
 class Recorder:
-    """One writer thread running jobs in batched transactions of ``atomically``."""
+    """Jobs run in batched transactions of ``atomically``, in order: by its writer thread
+    (:meth:`submit`) or by a caller that waits (:meth:`run`)."""
 
     def __init__(self, atomically: Callable[[Callable[[], Any]], Any], *,
                  max_queue: int = 10000, max_batch: int = 512,
@@ -195,23 +194,16 @@ class Recorder:
                 self._gathering, wake = False, True
         if wake:
             self._gathered.release()
-        deadline = time.monotonic() + timeout
-        while not waiter.done:
-            if not self._committing.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                self._wake_writer()          # someone must commit it: the writer will
-                raise TimeoutError(f"the store did not commit within {timeout:g} s")
-            try:
-                if not waiter.done:
-                    self._gather()
-                while not waiter.done and (batch := self._take_now()):
-                    self._commit(batch)
-            finally:
-                self._committing.release()
-            if not waiter.done:              # taken by a batch another thread commits
-                if not waiter._released.acquire(timeout=max(0.0, deadline -
-                                                            time.monotonic())):
-                    raise TimeoutError(f"the store did not commit within {timeout:g} s")
-                break
+        if not self._committing.acquire(timeout=timeout):
+            self._wake_writer()              # someone must commit it: the writer will
+            raise TimeoutError(f"the store did not commit within {timeout:g} s")
+        try:                                 # its job is done, or still queued: commit
+            if not waiter.done:
+                self._gather()
+            while not waiter.done and (batch := self._take_now()):
+                self._commit(batch)
+        finally:
+            self._committing.release()
         if waiter.error is not None:
             raise waiter.error
         return waiter.result
@@ -233,9 +225,7 @@ class Recorder:
         it)."""
         with self._mutex:
             self._closing = True
-            wake, self._sleeping = self._sleeping, False
-        if wake:
-            self._wake.release()
+        self._wake_writer()
         started = time.monotonic()
         self._thread.join(timeout)
         if self._thread.is_alive():
