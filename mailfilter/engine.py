@@ -24,7 +24,7 @@ from mailfilter.store import Store, StoreError, open_store
 if TYPE_CHECKING:       # the writer thread (and concurrent.futures) only for daemons and batches
     from concurrent.futures import Future
 
-    from mailfilter.recorder import Recorder
+    from mailfilter.recorder import Coming, Recorder
 
 
 P = TypeVar("P")
@@ -223,17 +223,43 @@ class Engine:
         transaction, each seeing what the ones before it wrote); None when its queue is
         full.  ``then(decision)`` runs right after, in the same transaction (the milter
         counts its decision there: one commit a message, not two)."""
-        def job() -> Decision[P]:
-            decision = self._process(analysis, recipients, plan, now, sender)
-            if then is not None:
-                then(decision)
-            return decision
-        inner = self.recorder.submit(lambda: _isolated(job))
+        inner = self.recorder.submit(self._job(analysis, recipients, plan, now, sender, then))
         if inner is None:
             return None
         outer: Future[Decision[P]] = _future()
         inner.add_done_callback(lambda done: _settle(outer, done))
         return outer
+
+    def process_grouped(self, analysis: Analysis, recipients: Sequence[str],
+                        plan: Callable[[Verdict], P], *, timeout: float,
+                        sender: str | None = None,
+                        then: Callable[[Decision[P]], object] | None = None,
+                        coming: Coming | None = None) -> Decision[P] | None:
+        """:meth:`process_later` for a caller that waits for it: committed with whatever
+        is queued, by this thread when no other is committing (no hand-off to the writer;
+        see :meth:`Recorder.run`).  None when the queue is full; TimeoutError after
+        ``timeout`` seconds.  ``coming``: what :meth:`expect` gave for this message."""
+        from mailfilter.recorder import NOT_TAKEN
+        result = self.recorder.run(self._job(analysis, recipients, plan, None, sender, then),
+                                   timeout, coming)
+        if result is NOT_TAKEN:
+            return None
+        if isinstance(result, _Failed):
+            raise result.error
+        return result
+
+    def _job(self, analysis: Analysis, recipients: Sequence[str],
+             plan: Callable[[Verdict], P], now: int | None, sender: str | None,
+             then: Callable[[Decision[P]], object] | None
+             ) -> Callable[[], Decision[P] | _Failed]:
+        """One message's group-commit job: :meth:`_process`, then ``then``; an error of
+        its own fails it alone, not its batch."""
+        def job() -> Decision[P]:
+            decision = self._process(analysis, recipients, plan, now, sender)
+            if then is not None:
+                then(decision)
+            return decision
+        return lambda: _isolated(job)
 
     def _process(self, analysis: Analysis, recipients: Sequence[str],
                  plan: Callable[[Verdict], P], now: int | None,
@@ -298,6 +324,11 @@ class Engine:
                     self._recorder = Recorder(self.store.atomically)
                 recorder = self._recorder
         return recorder
+
+    def expect(self) -> Coming:
+        """A message is being analysed and will be processed with group commit: a commit
+        about to start waits a moment for it (:meth:`Recorder.expect`; ``with`` it)."""
+        return self.recorder.expect()
 
     def decide_later(self, analyses: Sequence[Analysis], *, now: int | None = None
                      ) -> Future[list[Verdict]] | None:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from mailfilter.detector import Verdict
     from mailfilter.engine import Analysis, Decision, Engine
     from mailfilter.logs import Outcome
+    from mailfilter.recorder import Coming
 
 
 
@@ -428,12 +429,15 @@ DAEMON_UNITS = ("dupfilter-milter.service", "dupfilter-smtpd.service")
 
 def process_message(engine: Engine, analysis: Analysis, recipients: Sequence[str],
                     planned: Callable[[Verdict], Disposition], *, sender: str | None,
-                    group_commit: bool = True) -> tuple[Decision[Disposition], bool]:
-    """Check, plan and record one message for a daemon: on the engine's writer thread
-    (group commit), or in this thread's own transaction when the writer is not used or its
-    queue is full; recording that fails (a full disk) still checks.  Also whether its
-    decision is already counted in the store (``Outcome.counted``): on the writer thread
-    it is, in the message's own transaction (a commit of its own for the count cost about
+                    group_commit: bool = True, coming: Coming | None = None
+                    ) -> tuple[Decision[Disposition], bool]:
+    """Check, plan and record one message for a daemon: with group commit (committed with
+    whatever else is queued, by this thread or another: ``Engine.process_grouped``), or
+    in this thread's own transaction when group commit is not used or its queue is full;
+    recording that fails (a full disk) still checks (``coming``: ``Engine.expect``'s, taken
+    before the analysis).  Also whether its decision is
+    already counted in the store (``Outcome.counted``): with group commit it is, in the
+    message's own transaction (a commit of its own for the count cost about
     a fifth of the milter's CPU for a small message, and a second wait for the disk; a
     count that fails is lost, never the message's record)."""
     from mailfilter.logs import decision_of
@@ -444,15 +448,18 @@ def process_message(engine: Engine, analysis: Analysis, recipients: Sequence[str
                                         int(time.time()))
         except StoreError:
             pass
-    future = engine.process_later(analysis, recipients, planned, sender=sender,
-                                  then=count) if group_commit else None
-    if future is None:
+    decided = None
+    if group_commit:
+        try:
+            decided = engine.process_grouped(analysis, recipients, planned, sender=sender,
+                                             then=count, timeout=PROCESS_SECONDS,
+                                             coming=coming)
+        except StoreError as error:     # recording failed (disk full): checked all the same
+            return engine.process_unrecorded(analysis, recipients, planned, error,
+                                             sender=sender), False
+    if decided is None:
         return engine.process(analysis, recipients, planned, sender=sender), False
-    try:
-        return future.result(PROCESS_SECONDS), True
-    except StoreError as error:     # recording failed (disk full): checked all the same
-        return engine.process_unrecorded(analysis, recipients, planned, error,
-                                         sender=sender), False
+    return decided, True
 
 
 @dataclass(frozen=True)

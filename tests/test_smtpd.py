@@ -93,7 +93,10 @@ class FailingEngine:
     def process(self, *args: object, **kwargs: object) -> None:
         raise StoreError("the store is on fire")
 
-    process_later = process_unrecorded = process
+    process_grouped = process_unrecorded = process
+
+    def expect(self) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
 
 
 @pytest.fixture
@@ -846,7 +849,7 @@ class FatalEngine:
         raise SystemExit("a library gave up")
 
     # The handler analyses in its AnalysisPool, then hands the analysis to the engine.
-    process = process_later = process_known = process_unrecorded = analyse
+    process = process_grouped = process_known = process_unrecorded = expect = analyse
 
 
 def test_non_exception_error_follows_on_error_and_frees_the_connection(

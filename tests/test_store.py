@@ -161,6 +161,30 @@ def test_records_round_trip_and_verify_clean(engine: Engine) -> None:
     assert engine.store.get(record.doc_id) == record
 
 
+def test_a_repeat_touch_edits_the_record_in_place_as_a_full_rewrite_would(
+        tmp_path: Path) -> None:
+    """A touch that brings no new recipient changes the record's seen counter and time in
+    its bytes (no decode and encode): byte for byte what the rewrite makes, its time
+    index entry moved only forward, and verify() clean; an earlier time keeps the later
+    one.  (A slip in the header offsets would corrupt every repeat's record.)"""
+    store = LmdbStore(tmp_path / "s", {"index_size": 24})
+    record = sample_record(recipients=(5, 9))
+    doc_id = store.add(dataclasses.replace(record))
+    store.touch(doc_id, record.last_seen + 60, [9, 5, 9])
+    expected = dataclasses.replace(record, doc_id=doc_id, seen=2,
+                                   last_seen=record.last_seen + 60)
+    with store.env.begin() as txn:
+        assert bytes(txn.get(struct.pack(">Q", doc_id), db=store.docs)) == expected.encode()
+    store.touch(doc_id, record.last_seen, [])               # older: the time stays
+    assert store.get(doc_id) == dataclasses.replace(expected, seen=3)
+    assert [r.doc_id for r in store.stale(record.last_seen + 61)] == [doc_id]
+    assert list(store.stale(record.last_seen + 60)) == []
+    store.touch(doc_id, record.last_seen + 120, [11])        # a new recipient: rewritten
+    assert store.get(doc_id).recipients == (5, 9, 11) and store.get(doc_id).seen == 4
+    assert store.verify() == []
+    store.close()
+
+
 @every_backend
 def test_features_are_kept_verbatim_and_touch_keeps_them(store: Store) -> None:
     record = sample_record(features=bytes(range(256)) * 4)

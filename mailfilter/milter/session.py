@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 import Milter
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # imported lazily: see server.main()
 
     from mailfilter.detector import Verdict
     from mailfilter.engine import Analysis, Decision, Engine
+    from mailfilter.recorder import Coming
 
 PROGRAM = "dupfilter-milter"
 # Actions we may ask of the MTA (negotiated; nothing else is requested).
@@ -96,13 +98,17 @@ class Runtime:
         self.engines.close()
         self.analyses.close()
 
+    def coming(self, engine: Engine) -> AbstractContextManager[Coming | None]:
+        """With group commit, ``Engine.expect`` for a message about to be analysed."""
+        return engine.expect() if self.group_commit else nullcontext()
+
     def process(self, engine: Engine, analysis: Analysis, recipients: list[str],
-                sender: str | None, planned: Callable[[Verdict], Disposition]
-                ) -> tuple[Decision[Disposition], bool]:
-        """:func:`~mailfilter.service.process_message`, on the writer thread when this
-        milter uses group commit."""
+                sender: str | None, planned: Callable[[Verdict], Disposition],
+                coming: Coming | None = None) -> tuple[Decision[Disposition], bool]:
+        """:func:`~mailfilter.service.process_message`, with group commit when this
+        milter uses it."""
         return process_message(engine, analysis, recipients, planned, sender=sender,
-                               group_commit=self.group_commit)
+                               group_commit=self.group_commit, coming=coming)
 
     # -- messages in flight -----------------------------------------------------------
 
@@ -289,17 +295,18 @@ class DupfilterMilter(Milter.Base):
 
             def planned(verdict: Verdict) -> Disposition:
                 return plan(verdict, settings, recipients, MILTER)
-            try:
-                analysis = rt.analyses.analyse(
-                    raw, None if self.whole_body is None else self.whole_body.digest())
-            except OverBudget as error:     # judged by its Message-ID, or on_error
-                known = engine.process_known(raw, bare, planned, sender=sender)
-                if known is None:
-                    return self._on_error(outcome, error)
-                decision = known
-            else:
-                decision, outcome.counted = rt.process(engine, analysis, bare, sender,
-                                                       planned)
+            with rt.coming(engine) as coming:
+                try:
+                    analysis = rt.analyses.analyse(
+                        raw, None if self.whole_body is None else self.whole_body.digest())
+                except OverBudget as error:     # judged by its Message-ID, or on_error
+                    known = engine.process_known(raw, bare, planned, sender=sender)
+                    if known is None:
+                        return self._on_error(outcome, error)
+                    decision = known
+                else:
+                    decision, outcome.counted = rt.process(engine, analysis, bare, sender,
+                                                           planned, coming)
             verdict, disposition = decision.verdict, decision.plan
             outcome.action, outcome.verdict = disposition.action, verdict
             outcome.size, outcome.capped = self._size()

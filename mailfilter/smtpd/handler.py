@@ -138,15 +138,16 @@ class FilterHandler:
 
         def planned(verdict: Verdict) -> Disposition:
             return plan(verdict, settings, recipients, SMTPD)
-        try:
-            analysis = self.analyses.analyse(raw)
-        except OverBudget:              # judged by its Message-ID, or on_error
-            known = engine.process_known(raw, recipients, planned, sender=sender)
-            if known is None:
-                raise
-            return self._checked(known, engine, raw)
-        decision, counted = process_message(engine, analysis, recipients, planned,
-                                            sender=sender)
+        with engine.expect() as coming:
+            try:
+                analysis = self.analyses.analyse(raw)
+            except OverBudget:              # judged by its Message-ID, or on_error
+                known = engine.process_known(raw, recipients, planned, sender=sender)
+                if known is None:
+                    raise
+                return self._checked(known, engine, raw)
+            decision, counted = process_message(engine, analysis, recipients, planned,
+                                                sender=sender, coming=coming)
         checked = self._checked(decision, engine, raw)
         checked.counted = counted
         return checked
