@@ -60,14 +60,24 @@ def token_pattern():  # noqa: ANN201 - re.Pattern[str]
     return _TOKEN[0]
 
 
-def words_of(text: str, stoplist: frozenset[str] = frozenset()) -> list[str] | list[bytes]:
+def words_of(text: str, stoplist: frozenset[str] = frozenset(),
+             lowered: str | None = None) -> list[str] | list[bytes]:
     """The tokens of ``text`` (lower case, stop words removed): as ASCII bytes, found by a
-    byte translation, when ``text`` is ASCII (most mail: twice as fast as the pattern);
-    else as str, by the pattern."""
-    if not text.isascii():
-        tokens = token_pattern().findall(text.lower())
-        return [token for token in tokens if token not in stoplist] if stoplist else tokens
-    words = text.encode("ascii").translate(ASCII_WORDS).split()
+    byte translation, when only ASCII letters and digits make its words (most mail, also
+    most with a no-break space or typographic quotes: three times as fast as the
+    pattern); else as str, by the pattern.  ``lowered``: ``text.lower()``, when the caller
+    has it."""
+    if text.isascii():
+        words = text.encode("ascii").translate(ASCII_WORDS).split()
+    else:
+        if lowered is None:
+            lowered = text.lower()
+        if _NON_ASCII_WORD.search(lowered) is not None:
+            tokens = token_pattern().findall(lowered)
+            return [token for token in tokens if token not in stoplist] if stoplist \
+                else tokens
+        # Every non-ASCII character separates words: "?" (a separator) stands for each.
+        words = lowered.encode("ascii", "replace").translate(ASCII_WORDS).split()
     if stoplist:
         stop = {word.encode("ascii") for word in stoplist if word.isascii()}
         words = [word for word in words if word not in stop]
@@ -144,7 +154,7 @@ class Prepared:
         """The tokens of :func:`words_of` (made once per stop list)."""
         found = self._words.get(stoplist)
         if found is None:
-            found = self._words[stoplist] = words_of(self.text, stoplist)
+            found = self._words[stoplist] = words_of(self.text, stoplist, self.lowered)
         return found
 
 
@@ -179,3 +189,7 @@ class Pattern:
 
     def __getattr__(self, name: str):  # noqa: ANN204
         return getattr(self.get(), name)
+
+
+# A letter or digit beyond ASCII (see words_of).
+_NON_ASCII_WORD = Pattern(r"[^\W_\x00-\x7f]")
