@@ -248,7 +248,12 @@ def identifier_summary(tokens: Iterable[str]) -> tuple[tuple[int, ...], bytes]:
     the other report lacks, unless another value already set it: about 1 time in 5 at 200
     values, and a changed report changes several).
     """
-    hashes = sorted({identifier_hash(token) for token in tokens})
+    try:        # identifiers are words, host names and paths: no lone surrogates
+        encoded = list(map(str.encode, tokens))
+    except UnicodeEncodeError:
+        encoded = [token.encode("utf-8", "surrogatepass") for token in tokens]
+    hashes = sorted({value & 0xFFFFFFFF
+                     for value in map(xxhash.xxh3_64_intdigest, encoded)})
     if len(hashes) <= EXACT_IDENTIFIERS:
         return tuple(hashes), b""
     bits = 0
