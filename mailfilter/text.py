@@ -94,22 +94,29 @@ class Prepared:
     IGNORECASE on long texts) and only where their words are.
     """
 
-    __slots__ = ("text", "lowered", "aligned", "_hits", "_words")
+    __slots__ = ("text", "lowered", "aligned", "_found", "_words")
 
     def __init__(self, text: str, *, _lowered: str | None = None,
                  _hits: dict[str, list[int]] | None = None) -> None:
         self.text = text
         self.lowered = text.lower() if _lowered is None else _lowered
         self.aligned = len(self.lowered) == len(text)
-        if _hits is None:
-            _hits = {}
+        self._found = _hits         # None: not scanned yet (a text only tokenised never is)
+        self._words: dict[frozenset[str], list[str] | list[bytes]] = {}
+
+    @property
+    def _hits(self) -> dict[str, list[int]]:
+        """Registered word → its offsets in ``lowered`` (the one scan, on first use)."""
+        hits = self._found
+        if hits is None:
+            hits = {}
             if self.lowered:
                 words = list(_WORDS)
                 for index, start, _end in _automaton().find_matches_as_indexes(
                         self.lowered, overlapping=True):
-                    _hits.setdefault(words[index], []).append(start)
-        self._hits = _hits
-        self._words: dict[frozenset[str], list[str] | list[bytes]] = {}
+                    hits.setdefault(words[index], []).append(start)
+            self._found = hits
+        return hits
 
     def has(self, word: str) -> bool:
         """``word`` (registered) occurs in the lower-case copy."""
@@ -118,6 +125,8 @@ class Prepared:
     def any(self, words: Iterable[str]) -> bool:
         """One of ``words`` (registered) occurs."""
         hits = self._hits
+        if isinstance(words, (set, frozenset)):
+            return not words.isdisjoint(hits)       # one C loop over the few words found
         return any(word in hits for word in words)
 
     def present(self, words: Iterable[str]) -> list[str]:
@@ -130,6 +139,8 @@ class Prepared:
         from ``begin`` on."""
         hits = self._hits
         found: set[int] = set()
+        if isinstance(words, (set, frozenset)):
+            words = [word for word in hits if word in words]    # the few words found
         for word in words:
             offsets = hits.get(word)
             if offsets:
@@ -142,8 +153,10 @@ class Prepared:
             return self
         if not self.aligned:
             return Prepared(self.text[:end])
+        if self._found is None:         # not scanned: the prefix scans itself if asked
+            return Prepared(self.text[:end], _lowered=self.lowered[:end])
         hits: dict[str, list[int]] = {}
-        for word, offsets in self._hits.items():
+        for word, offsets in self._found.items():
             last = end - len(word)
             kept = offsets[:bisect_left(offsets, last + 1)]
             if kept:
