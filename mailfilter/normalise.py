@@ -263,15 +263,23 @@ _RESEND_NOTE = Pattern(
 def is_resend_note(text: str) -> bool:
     """``text`` (a message's own text, quotes set aside) is a short note that it sends its
     writer's earlier message again, and nothing more."""
-    return len(text.split()) <= RESEND_NOTE_WORDS and bool(_RESEND_NOTE.get().search(text))
+    # (Split at most that many times: a long text is not split whole to be counted.)
+    return len(text.split(None, RESEND_NOTE_WORDS)) <= RESEND_NOTE_WORDS and \
+        bool(_RESEND_NOTE.get().search(text))
 
 
 def opens_with_resend_note(text: str) -> bool:
     """``text`` opens with a short paragraph saying it sends something again ("We are
     re-sending this issue because …", "Bumping this to the top of your inbox") above more
     text: the message it re-sends, pasted under the note."""
-    lead = text.lstrip()
-    end = lead.find("\n\n")
-    if end < 0 or not lead[end:].strip():
+    first = _NOT_SPACE.search(text)
+    if first is None:
         return False
-    return is_resend_note(lead[:end])
+    start = first.start()
+    end = text.find("\n\n", start)
+    if end < 0 or _NOT_SPACE.search(text, end) is None:
+        return False
+    return is_resend_note(text[start:end])
+
+
+_NOT_SPACE = re.compile(r"\S")
