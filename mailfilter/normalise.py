@@ -259,13 +259,18 @@ _RESEND_NOTE = Pattern(
     r"|renvoi|here it is again|correct(?:ed|ion)[^.\n]{0,40}\b(?:below|again))\b",
     re.IGNORECASE)
 
+_RESEND_NOTE_LOWER = Pattern(_RESEND_NOTE.source)
+
 
 def is_resend_note(text: str) -> bool:
     """``text`` (a message's own text, quotes set aside) is a short note that it sends its
     writer's earlier message again, and nothing more."""
     # (Split at most that many times: a long text is not split whole to be counted.)
-    return len(text.split(None, RESEND_NOTE_WORDS)) <= RESEND_NOTE_WORDS and \
-        bool(_RESEND_NOTE.get().search(text))
+    if len(text.split(None, RESEND_NOTE_WORDS)) > RESEND_NOTE_WORDS:
+        return False
+    if text.isascii():      # the pattern is lower case: case-sensitive on a lowered copy
+        return _RESEND_NOTE_LOWER.get().search(text.lower()) is not None  # (twice as fast)
+    return _RESEND_NOTE.get().search(text) is not None
 
 
 def opens_with_resend_note(text: str) -> bool:
