@@ -88,6 +88,7 @@ _NOT_HEX = bytes(set(_LETTERS) - set(_HEX_LETTERS))
 # The slash first (a literal the regex engine finds fast), then the look back at the one
 # character before it: a path starts at a slash that follows no word, slash or dot.
 _PATH = re.compile(r"/(?<![\w/.]/)[\w.@-]+(?:/[\w.@-]+)+")
+_DIGIT = re.compile(r"\d")
 _NOT_DIGITS_OR_SPACE = re.compile(r"[^\d ]+")
 # A record keeps the hashes of up to this many different identifiers, else a bit map.
 EXACT_IDENTIFIERS = 32
@@ -123,26 +124,38 @@ def _take_hosts(source: str, found: list[str]) -> str:
 
 def _without_links(text: str) -> str:
     """``text`` without its words that are URLs or mail addresses (only lines that hold
-    one, found by one scan for the link marks, are split into words)."""
+    one, found by substring searches of its lowered copy, are split into words)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):           # offsets differ: line by line
+        lines = text.split("\n")
+        for number, line in enumerate(lines):
+            if "@" in line or "://" in line or "www." in line.lower():
+                lines[number] = _without_link_words(line)
+        return "\n".join(lines)
+    marks = []
+    for word in ("@", "://", "www."):
+        at = lowered.find(word)
+        while at >= 0:
+            marks.append(at)
+            at = lowered.find(word, at + 1)
     pieces = []
     last = line_end = 0
-    for mark in _LINK_MARK.finditer(text):
-        at = mark.start()
+    for at in sorted(marks):
         if at < line_end:
             continue                        # this line was rewritten already
         start = text.rfind("\n", 0, at) + 1
         end = text.find("\n", at)
         line_end = len(text) if end < 0 else end
         pieces.append(text[last:start])
-        pieces.append(" ".join(word for word in text[start:line_end].split()
-                               if "@" not in word and "://" not in word
-                               and "www." not in word.lower()))
+        pieces.append(_without_link_words(text[start:line_end]))
         last = line_end
     pieces.append(text[last:])
     return "".join(pieces)
 
 
-_LINK_MARK = re.compile(r"@|://|www\.", re.IGNORECASE)
+def _without_link_words(line: str) -> str:
+    return " ".join(word for word in line.split() if "@" not in word
+                    and "://" not in word and "www." not in word.lower())
 
 
 def _numbered_words(source: str, found: list[str],
@@ -210,8 +223,10 @@ def identifiers(text: str, subject: str = "",
     reading them again when the text holds no link, address or host name."""
     found: list[str] = []
     if subject:
-        subject = _SUBJECT_TAGS.sub(" ", _without_campaign_token(
-            _PADDED_COUNTER.sub("", subject)))
+        if _DIGIT.search(subject):      # a padded counter or campaign token has a digit
+            subject = _without_campaign_token(_PADDED_COUNTER.sub("", subject))
+        if "[" in subject or ":" in subject:        # every tag and prefix has one
+            subject = _SUBJECT_TAGS.sub(" ", subject)
     for source, known in ((subject, None),
                           (text, words)):
         if not source:
