@@ -118,7 +118,8 @@ _KEYWORDS = {
 _CASE_SENSITIVE = {pattern: Pattern(pattern.source, pattern.flags & ~_I)
                    for pattern in _KEYWORDS}
 _FOOTER_LINES = 15
-_RULE_START = Pattern(r"^[ \t]*[-=_~*#]{3}", _M)
+_RULE_START = Pattern(r"[ \t]*[-=_~*#]{3}")
+_RULE_START_LINE = Pattern(r"\n[ \t]*[-=_~*#]{3}")
 # What a list footer says (one of these must be under the rule line: a rule over a table
 # of figures, or over the rest of a report, is no footer).
 _FOOTER_WORDS = ("unsubscribe", "subscribe", "mailing list", "listinfo", "list info",
@@ -347,32 +348,51 @@ def _footer_start(text: str) -> int | None:
     """Start of a list footer: the first rule line (3+ of ``-=_~*#``, or a rule with a few
     words in it) among the last 15 non-blank lines, with at least 12 words above it and
     something a list footer says below it (unsubscribe, a list address, a link)."""
-    tail_start = len(text)
-    seen = 0
-    while tail_start > 0 and seen < _FOOTER_LINES:
-        previous = text.rfind("\n", 0, tail_start - 1)
-        if text[previous + 1:tail_start].strip():
-            seen += 1
-        tail_start = previous + 1 if previous >= 0 else 0
-        if previous < 0:
-            break
+    tail_start = last_lines_start(text, _FOOTER_LINES)
     rule = None
     rule_line = _RULE_LINE.get()
-    # Lines that begin with 4+ rule characters are rare: found by a simple pattern, then
-    # each checked against the whole rule-line pattern.
-    for start in _RULE_START.get().finditer(text, tail_start):
-        if rule_line.match(text, start.start()):
-            below = text[start.start():].lower()
+    # Lines that begin with 3+ rule characters are rare: found by a simple pattern (its
+    # line break a literal the regex engine finds fast; the first line's start matched
+    # on its own), then each checked against the whole rule-line pattern.
+    first = _RULE_START.get().match(text, tail_start)
+    starts = [tail_start] if first is not None else []
+    starts += [found.start() + 1 for found in _RULE_START_LINE.get().finditer(text, tail_start)]
+    for at in starts:
+        if rule_line.match(text, at):
+            below = text[at:].lower()
             # A footer says what a list footer says, and is shorter than the message.
             below_words = len(below.split())
             if any(word in below for word in _FOOTER_WORDS) and len(
-                    text[:start.start()].split(None, below_words)) > below_words:
-                rule = start.start()
+                    text[:at].split(None, below_words)) > below_words:
+                rule = at
                 break
     if rule is None or len(text[:rule].split(None, _FOOTER_MIN_WORDS_ABOVE)) \
             < _FOOTER_MIN_WORDS_ABOVE:
         return None
     return rule
+
+
+def last_lines_start(text: str, count: int) -> int:
+    """Start of the ``count``-th last non-blank line of ``text`` (0 when it has fewer):
+    the lines of a tail of the text, a longer tail (4x) while that one has too few."""
+    size = 100 * count
+    while True:
+        begin = max(0, len(text) - size)
+        lines = text[begin:].split("\n")
+        if begin and text[begin - 1] != "\n":
+            lines = lines[1:]                       # cut off mid-line: not a line
+        offset = len(text)
+        seen = 0
+        for line in reversed(lines):
+            offset -= len(line)
+            if line.strip():
+                seen += 1
+                if seen == count:
+                    return offset
+            offset -= 1                             # the line break above it
+        if not begin:
+            return 0
+        size *= 4
 
 
 def _signature_start(text: str) -> int | None:
@@ -676,17 +696,17 @@ def _name_line(text: str, name: str) -> int | None:
     parts = [part for part in _NAME_SEPARATORS.get().split(name.lower()) if len(part) > 1]
     if not parts:
         return None
-    position = len(text)
-    for _ in range(_SIGNOFF_MAX_LINES):
-        start = text.rfind("\n", 0, max(0, position - 1)) + 1
-        line = text[start:position].strip(" \t\n-–—*_").lower()
+    body = text[:-1] if text.endswith("\n") else text     # (its last line's break)
+    lines = body.rsplit("\n", _SIGNOFF_MAX_LINES)
+    offset = len(body)
+    for line in reversed(lines[-_SIGNOFF_MAX_LINES:]):
+        start = offset - len(line)
+        line = line.strip(" \t\n-–—*_").lower()
         if line and (line.startswith(parts[0]) or line == parts[-1]):
             # "Ann Lee updated OPS-123:" introduces what follows (a tracker's news); a
             # signature's name line never ends with a colon.
             return None if line.endswith(":") else start
-        if start == 0:
-            return None
-        position = start
+        offset = start - 1
     return None
 
 
