@@ -303,7 +303,13 @@ def text_digest(text: str, attachment_digests: Iterable[bytes] = (),
                 whole_body: bytes | None = None) -> bytes:
     """128-bit digest of the whitespace-folded text and of each attachment's bytes, and of
     the whole body when only a prefix of it was read (``Message.whole_body``)."""
-    hasher = xxhash.xxh3_128(" ".join(text.split()).encode("utf-8", "surrogatepass"))
+    return _folded_digest(" ".join(text.split()), attachment_digests, whole_body)
+
+
+def _folded_digest(folded: str, attachment_digests: Iterable[bytes] = (),
+                   whole_body: bytes | None = None) -> bytes:
+    """:func:`text_digest` of a text already whitespace-folded."""
+    hasher = xxhash.xxh3_128(folded.encode("utf-8", "surrogatepass"))
     for digest in attachment_digests:
         hasher.update(b"\x00" + digest)
     if whole_body is not None:
@@ -321,14 +327,17 @@ def part_digests(text: str, attachment_digests: Sequence[bytes], whole: bytes
     it re-sends could be: each paragraph or line, and the text without one of them (a line
     added above, below or between a greeting and the question); at most 24, the whole
     text's own digest left out."""
-    parts: list[str] = []
+    parts: list[str] = []           # each whitespace-folded (as text_digest folds it)
     token = token_pattern()
     for units in ([p for p in _PARAGRAPHS.get().split(text) if token.search(p)],
                   [line for line in text.split("\n") if token.search(line)]):
         if 2 <= len(units) <= 8:
-            parts += units
-            parts += ["\n".join(units[:i] + units[i + 1:]) for i in range(len(units))]
-    found = dict.fromkeys(text_digest(part, attachment_digests) for part in parts)
+            # (Each unit has a word: the text without one unit folds to the others'
+            # folded texts joined by a space.)
+            folded = [" ".join(unit.split()) for unit in units]
+            parts += folded
+            parts += [" ".join(folded[:i] + folded[i + 1:]) for i in range(len(units))]
+    found = dict.fromkeys(_folded_digest(part, attachment_digests) for part in parts)
     found.pop(whole, None)
     return tuple(found)[:24]
 
