@@ -418,6 +418,6 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         digest=digest,
         chunks=tuple(sampled),
         attachment_bytes=attachment_bytes,
-        tail_sketch=tuple(value for value in sketch if value in tail),
+        tail_sketch=tuple(filter(tail.__contains__, sketch)),
         attached_digests=tuple(d for d in dict.fromkeys(attached_digests) if d != digest),
     )

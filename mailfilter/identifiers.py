@@ -241,6 +241,8 @@ def identifiers(text: str, subject: str = "",
             found.extend(path.lower() for path in _PATH.findall(source))
             source, known = _PATH.sub(" ", source), None
         _numbered_words(source, found, known)
+    if len(set(found)) == len(found):
+        return found                    # no value occurs again (a set: one C loop)
     counts: dict[str, int] = {}
     numbered = []
     for value in found:

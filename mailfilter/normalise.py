@@ -102,7 +102,10 @@ def is_forward_subject(subject: str) -> bool:
 def normal_subject(subject: str) -> str:
     """The subject without Re:/Fwd:/list tags and resend or correction marks, spaces
     folded, lower case."""
-    return " ".join(_MARKS.get().sub(" ", _LEADING.get().sub("", subject)).split()).lower()
+    subject = _LEADING.get().sub("", subject)
+    if "(" in subject or "[" in subject:        # every mark is in brackets
+        subject = _MARKS.get().sub(" ", subject)
+    return " ".join(subject.split()).lower()
 
 
 def subject_without_tags(subject: str) -> str:
