@@ -28,11 +28,13 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import compress
 
 from mailfilter.text import Pattern, Prepared, prepare, register
 
 _M, _I = re.MULTILINE, re.IGNORECASE
-_QUOTED_LINE = Pattern(r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)", _M)
+# Runs of quoted lines (``>`` or ``|>``), read in "\n" + a text (see _WRAPPED_TAIL).
+_QUOTED_LINES = Pattern(r"\n((?:[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z))+)")
 # "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, found by the verb at the end
 # of a line first (where the keyword scan found one), then checked on that line (or that
 # line and the one above: Gmail wraps a long attribution).
@@ -379,17 +381,11 @@ def last_lines_start(text: str, count: int) -> int:
     while True:
         begin = max(0, len(text) - size)
         lines = text[begin:].split("\n")
-        if begin and text[begin - 1] != "\n":
-            lines = lines[1:]                       # cut off mid-line: not a line
-        offset = len(text)
-        seen = 0
-        for line in reversed(lines):
-            offset -= len(line)
-            if line.strip():
-                seen += 1
-                if seen == count:
-                    return offset
-            offset -= 1                             # the line break above it
+        first = 1 if begin and text[begin - 1] != "\n" else 0    # cut off mid-line
+        # (C loops: the non-blank lines' indexes, then one join for the offset.)
+        nonblank = list(compress(range(first, len(lines)), map(str.strip, lines[first:])))
+        if len(nonblank) >= count:
+            return len(text) - len("\n".join(lines[nonblank[-count]:]))
         if not begin:
             return 0
         size *= 4
@@ -499,9 +495,11 @@ def _unquote_forwarded(text: str) -> str:
     return text
 
 
+# Read in "\n" + the text: each line starts after a line break, a literal the regex engine
+# finds fast (three times as fast as trying "^" at every position).
 _WRAPPED_TAIL = Pattern(
-    rf"^[ \t]*>[^\n]{{{_WRAPPED_QUOTE_MIN - 1},}}\n([ \t]*[^>\s][^\n]{{0,{_WRAPPED_TAIL_MAX - 1}}})"
-    rf"\n(?=[ \t]*>)", _M)
+    rf"\n[ \t]*>[^\n]{{{_WRAPPED_QUOTE_MIN - 1},}}"
+    rf"\n([ \t]*[^>\s][^\n]{{0,{_WRAPPED_TAIL_MAX - 1}}})(?=\n[ \t]*>)")
 
 
 def _wrapped_quote_tails(text: str) -> str:
@@ -509,10 +507,11 @@ def _wrapped_quote_tails(text: str) -> str:
     a quoted line, then at once a short unquoted one, then a quoted one again."""
     pieces = []
     last = 0
-    for match in _WRAPPED_TAIL.get().finditer(text):
-        pieces.append(text[last:match.start(1)])
+    for match in _WRAPPED_TAIL.get().finditer("\n" + text):
+        start = match.start(1) - 1
+        pieces.append(text[last:start])
         pieces.append("> ")
-        last = match.start(1)
+        last = start
     if not pieces:
         return text
     pieces.append(text[last:])
@@ -582,10 +581,11 @@ def _clean_segment(prepared: Prepared, aside: list[str]) -> tuple[str, str]:
     quoted_lines = ""
     if ">" in text:
         text = _wrapped_quote_tails(text)
-        quoted = _QUOTED_LINE.get()
-        lines = quoted.findall(text)
+        # Runs of quoted lines, each after a line break (see _WRAPPED_TAIL).
+        quoted = _QUOTED_LINES.get()
+        lines = quoted.findall("\n" + text)
         if lines:
-            text = quoted.sub("", text)
+            text = quoted.sub("\n", "\n" + text)[1:]
             quoted_lines = "".join(lines)
     return text, quoted_lines
 
