@@ -86,10 +86,11 @@ class Fingerprint(Value):
 # same arithmetic in Python and never pays numpy's import (about 70 ms, more than the
 # Python arithmetic of any but the longest messages).  Both ways give the same values, bit
 # for bit (tests/test_fingerprint.py compares them).
-# Measured (µs, Python / numpy): 32 tokens 32 / 42, 64 tokens 75 / 23, 512 tokens 1,046 / 95;
-# histogram of 256 bytes 7 / 8, 1 KB 38 / 8.  Importing numpy costs about 70-100 ms of CPU,
-# what Python takes for about 45,000 tokens or 2 MB of text.
-_VECTOR_MIN_TOKENS = 64         # fewer tokens: Python is as fast as numpy's per-call setup
+# Measured (µs a call over the corpus, tokens hashed in one C loop, Python / numpy): 5-15
+# tokens 8 / 9, 16-31 tokens 17 / 10, 32-47 27 / 11, 64-95 53 / 15; histogram of 256 bytes
+# 7 / 8, 1 KB 38 / 8.  Importing numpy costs about 70-100 ms of CPU, what Python takes for
+# about 45,000 tokens or 2 MB of text.
+_VECTOR_MIN_TOKENS = 16         # fewer tokens: Python is as fast as numpy's per-call setup
 _VECTOR_MIN_BYTES = 512         # the same for the histogram's bytes
 _COLD_MAX_TOKENS = 50_000       # more, in a process without numpy: importing it pays off
 _COLD_MAX_BYTES = 2_000_000
@@ -286,7 +287,10 @@ def _shingles(tokens: Sequence[str] | Sequence[bytes], ngram: int, sketch_size: 
         positions = shingle_array(tokens, ngram)
         distinct = np.sort(positions)  # then drop repeats (cheaper than np.unique's hashing)
         if len(distinct) > 1:
-            distinct = distinct[np.concatenate(([True], distinct[1:] != distinct[:-1]))]
+            first = np.empty(len(distinct), dtype=bool)     # each value's first place
+            first[0] = True
+            np.not_equal(distinct[1:], distinct[:-1], out=first[1:])
+            distinct = distinct[first]
         return (tuple(distinct[:sketch_size].tolist()), len(distinct),
                 set(positions[tail_from:].tolist()))
     values = shingle_list(tokens, ngram)
