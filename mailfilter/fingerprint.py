@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import compress
 from typing import TYPE_CHECKING
 
 import xxhash
@@ -364,7 +365,8 @@ def _tail_start(text: str, tokens: Sequence[str] | Sequence[bytes],
 
     No token spans a line break, so this is the token count minus the tail's own.
     """
-    kept = [line for line in text[-200 * lines:].split("\n") if line.strip()]
+    pieces = text[-200 * lines:].split("\n")
+    kept = list(compress(pieces, map(str.strip, pieces)))          # the non-blank lines
     if len(kept) <= lines and len(text) <= 200 * lines:
         return 0
     return max(0, len(tokens) - len(_words("\n".join(kept[-lines:]), stoplist)))

@@ -505,8 +505,8 @@ class _Collector:
             self.walk(_Part.split(inner), depth + 1)
             return
         disposition = part.fields.get("content-disposition", "")
-        filename = (_parameter(_media_type("x/x;" + disposition)[1], "filename")
-                    or _parameter(params, "name"))
+        filename = (disposition and _parameter(_media_type("x/x;" + disposition)[1],
+                                               "filename")) or _parameter(params, "name")
         data = transfer_decode(part.body, part.fields.get("content-transfer-encoding", ""),
                                self.defects)
         if filename and filename.lower().endswith(".eml") and _looks_like_message(data):
