@@ -302,7 +302,9 @@ def html_to_text(html: str) -> str:
         # break inserted for the tag: every line of <br>-separated HTML would be followed
         # by a blank one, and line-based rules (quotes, reply headers) would read it
         # otherwise than the same text sent as plain text.
-        html = _BREAK_THEN_NEWLINE.get().sub(r"\1", html)
+        # (Each match replaced by its tag: split gives the text between matches and the
+        # tags, joined in one C call; a "\1" template costs a Python call a match.)
+        html = "".join(_BREAK_THEN_NEWLINE.get().split(html))
         if len(html) > _HTML_DEPTH_FROM and _nesting_depth(html, HTML_DEPTH_MAX) > \
                 HTML_DEPTH_MAX:
             return _TAG.get().sub(" ", html)
