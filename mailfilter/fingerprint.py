@@ -124,10 +124,9 @@ def character_histogram(data: bytes) -> tuple[bytes, int]:
     a case fold and 36 ``count`` passes.
     """
     if len(data) >= _VECTOR_MIN_BYTES and (_numpy_loaded() or len(data) >= _COLD_MAX_BYTES):
-        values = _bin_counts_numpy(data)
-    else:
-        folded = data.translate(_FOLD_CASE)
-        values = [folded.count(value) for value in _BIN_VALUES]
+        return _histogram_numpy(data)
+    folded = data.translate(_FOLD_CASE)
+    values = [folded.count(value) for value in _BIN_VALUES]
     largest = max(values)
     total = sum(values)
     if largest > 255:
@@ -136,19 +135,32 @@ def character_histogram(data: bytes) -> tuple[bytes, int]:
     return bytes(values), total
 
 
-_NUMPY_BINS: tuple = ()      # (bin byte values, their upper-case twins, letter mask)
+_NUMPY_BINS: list = []       # the bins' byte values as numpy indexes
+
+
+def _bin_array(data: bytes) -> np.ndarray:
+    """The 36 bins' counts (int64): one ``bincount`` of the case-folded bytes."""
+    import numpy as np
+    if not _NUMPY_BINS:
+        _NUMPY_BINS.append(np.frombuffer(ALPHABET, dtype=np.uint8).astype(np.intp))
+    folded = np.frombuffer(data.translate(_FOLD_CASE), dtype=np.uint8)
+    return np.bincount(folded, minlength=256)[_NUMPY_BINS[0]]
 
 
 def _bin_counts_numpy(data: bytes) -> list[int]:
+    return _bin_array(data).tolist()
+
+
+def _histogram_numpy(data: bytes) -> tuple[bytes, int]:
+    """:func:`character_histogram` with numpy: the same double arithmetic per bin
+    (``count * factor``, truncated), in array passes."""
     import numpy as np
-    global _NUMPY_BINS
-    if not _NUMPY_BINS:
-        bins = np.frombuffer(ALPHABET, dtype=np.uint8).astype(np.intp)
-        upper = np.frombuffer(ALPHABET.upper(), dtype=np.uint8).astype(np.intp)
-        _NUMPY_BINS = (bins, upper, bins != upper)
-    bins, upper, letters = _NUMPY_BINS
-    by_byte = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
-    return (by_byte[bins] + np.where(letters, by_byte[upper], 0)).tolist()
+    counts = _bin_array(data)
+    largest = int(counts.max())
+    total = int(counts.sum())
+    if largest > 255:
+        counts = (counts * (255.0 / float(largest))).astype(np.int64) & 0xFF
+    return counts.astype(np.uint8).tobytes(), total
 
 
 def raw_histogram(raw: bytes) -> bytes:
