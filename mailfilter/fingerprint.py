@@ -88,11 +88,12 @@ class Fingerprint(Value):
 # Python arithmetic of any but the longest messages).  Both ways give the same values, bit
 # for bit (tests/test_fingerprint.py compares them).
 # Measured (µs a call over the corpus, tokens hashed in one C loop, Python / numpy): 5-15
-# tokens 8 / 9, 16-31 tokens 17 / 10, 32-47 27 / 11, 64-95 53 / 15; histogram of 256 bytes
-# 7 / 8, 1 KB 38 / 8.  Importing numpy costs about 70-100 ms of CPU, what Python takes for
-# about 45,000 tokens or 2 MB of text.
+# tokens 8 / 9, 16-31 tokens 17 / 10, 32-47 27 / 11, 64-95 53 / 15; histogram (one
+# bincount of the case-folded bytes) of up to 128 bytes 5.2 / 3.4, 128-511 bytes 9.0 / 4.0.
+# Importing numpy costs about 70-100 ms of CPU, what Python takes for about 45,000 tokens
+# or 2 MB of text.
 _VECTOR_MIN_TOKENS = 16         # fewer tokens: Python is as fast as numpy's per-call setup
-_VECTOR_MIN_BYTES = 512         # the same for the histogram's bytes
+_VECTOR_MIN_BYTES = 0           # the histogram: numpy, once loaded, for any length
 _COLD_MAX_TOKENS = 50_000       # more, in a process without numpy: importing it pays off
 _COLD_MAX_BYTES = 2_000_000
 
