@@ -74,7 +74,13 @@ _TLD_SET = frozenset(_TLDS.split("|"))
 # A dot and a last label; whether the label is a top-level domain is a set lookup (one
 # pattern of all 270 names, tried at every dot, cost 30 ms on a 200 KB message).
 _TLD_HINT = re.compile(rf"\.([a-z]{{2,11}}){_TLD_END}", re.IGNORECASE)
-_HOST = re.compile(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLDS}){_TLD_END}",
+# The names grouped by first letter ("c(?:om|at|…)"), each group longest first as in
+# _TLDS: the same matches (no character matches two first letters, even ignoring case),
+# 20 alternatives tried at a dot instead of 270.
+_TLD_GROUPS = "|".join(
+    f"{letter}(?:{'|'.join(tld[1:] for tld in _TLDS.split('|') if tld[0] == letter)})"
+    for letter in sorted({tld[0] for tld in _TLD_SET}))
+_HOST = re.compile(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLD_GROUPS}){_TLD_END}",
                    re.IGNORECASE)
 # Words are read as the shingles read them (runs of letters and digits, lower case).  A
 # word with a digit counts by its digits alone ("web03" is 03, "INV-0042" is 0042, "24want"
