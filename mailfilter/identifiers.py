@@ -257,6 +257,9 @@ def identifiers(text: str, subject: str = "",
     return numbered
 
 
+_LOW_32 = (0xFFFFFFFF).__and__          # a hash's low 32 bits (mapped in C)
+
+
 def identifier_hash(token: str) -> int:
     """32-bit hash of one identifier (stable across processes and machines)."""
     return xxhash.xxh3_64_intdigest(token.encode("utf-8", "surrogatepass")) & 0xFFFFFFFF
@@ -275,8 +278,7 @@ def identifier_summary(tokens: Iterable[str]) -> tuple[tuple[int, ...], bytes]:
         encoded = list(map(str.encode, tokens))
     except UnicodeEncodeError:
         encoded = [token.encode("utf-8", "surrogatepass") for token in tokens]
-    hashes = sorted({value & 0xFFFFFFFF
-                     for value in map(xxhash.xxh3_64_intdigest, encoded)})
+    hashes = sorted(set(map(_LOW_32, map(xxhash.xxh3_64_intdigest, encoded))))
     if len(hashes) <= EXACT_IDENTIFIERS:
         return tuple(hashes), b""
     bits = 0

@@ -29,6 +29,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import compress
+from typing import Protocol
 
 from mailfilter.text import Pattern, Prepared, prepare, register
 
@@ -156,14 +157,52 @@ class Reply:
         return f"Reply(text={self.text!r}, aside={self.aside!r}, quoted={self.quoted!r})"
 
 
-def _scan(pattern: Pattern, prepared: Prepared) -> Iterator[re.Match[str]]:
+def _scan(pattern: Pattern, prepared: Prepared) -> Iterator[_Span]:
     """``pattern``'s matches in the text, found case-sensitively in its lower-case copy
     when lowering kept every offset; none at all when none of its words occurs."""
     if not prepared.any(_KEYWORDS[pattern]):
         return iter(())
     if prepared.aligned:
+        after_break = _AFTER_BREAK.get(pattern)
+        if after_break is not None:
+            return map(_LineMatch, after_break.get().finditer("\n" + prepared.lowered))
         return _CASE_SENSITIVE[pattern].get().finditer(prepared.lowered)
     return pattern.get().finditer(prepared.text)
+
+
+class _Span(Protocol):
+    def start(self) -> int: ...
+    def end(self) -> int: ...
+    def span(self) -> tuple[int, int]: ...
+    def group(self, index: int = 0) -> str: ...
+
+
+# The line patterns (``^…``) as "\n(…)", read in "\n" + the lower-case copy: a line start
+# is then a literal the regex engine scans for, instead of "^" tried at every position
+# (several times as fast); no match spans a line, so none takes the next one's break.
+_AFTER_BREAK = {pattern: Pattern("\n(" + pattern.source[1:] + ")", pattern.flags & ~_I)
+                for pattern in _KEYWORDS if pattern.source.startswith("^")}
+
+
+class _LineMatch:
+    """A match of an :data:`_AFTER_BREAK` pattern, as the line pattern's match in the text."""
+
+    __slots__ = ("_match",)
+
+    def __init__(self, match: re.Match[str]) -> None:
+        self._match = match
+
+    def start(self) -> int:
+        return self._match.start(1) - 1
+
+    def end(self) -> int:
+        return self._match.end(1) - 1
+
+    def span(self) -> tuple[int, int]:
+        return self.start(), self.end()
+
+    def group(self, index: int = 0) -> str:
+        return self._match.group(index + 1)
 
 
 class _Layout:

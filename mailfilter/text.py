@@ -124,7 +124,9 @@ class Prepared:
 
     def any(self, words: Iterable[str]) -> bool:
         """One of ``words`` (registered) occurs."""
-        hits = self._hits
+        hits = self._found
+        if hits is None:
+            hits = self._hits
         if isinstance(words, (set, frozenset)):
             return not words.isdisjoint(hits)       # one C loop over the few words found
         return any(word in hits for word in words)
