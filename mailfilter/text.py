@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 
 # Every word some step asks about, in the order registered (see register()).
 _WORDS: dict[str, int] = {}
-_AUTOMATON: list = []          # [the automaton over _WORDS, the word count it was built on]
+_AUTOMATON: list = []          # [the automaton over _WORDS, the words it was built on]
 
 # ASCII letters and digits map to themselves in lower case, every other byte to a space:
 # on ASCII text, ``translate`` + ``split`` finds exactly the tokens of TOKEN_PATTERN.
@@ -42,14 +42,16 @@ def register(words: Iterable[str]) -> frozenset[str]:
     return found
 
 
-def _automaton():  # noqa: ANN202 - the type lives in a compiled module imported here
-    if not _AUTOMATON or _AUTOMATON[1] != len(_WORDS):
+def _automaton() -> list:
+    """[the automaton over the registered words, those words in its order]."""
+    if not _AUTOMATON or len(_AUTOMATON[1]) != len(_WORDS):
         import ahocorasick_rs
 
+        words = list(_WORDS)
         automaton = ahocorasick_rs.AhoCorasick(
-            list(_WORDS), implementation=ahocorasick_rs.Implementation.DFA)
-        _AUTOMATON[:] = [automaton, len(_WORDS)]
-    return _AUTOMATON[0]
+            words, implementation=ahocorasick_rs.Implementation.DFA)
+        _AUTOMATON[:] = [automaton, words]
+    return _AUTOMATON
 
 
 def token_pattern():  # noqa: ANN201 - re.Pattern[str]
@@ -111,8 +113,8 @@ class Prepared:
         if hits is None:
             hits = {}
             if self.lowered:
-                words = list(_WORDS)
-                for index, start, _end in _automaton().find_matches_as_indexes(
+                automaton, words = _automaton()
+                for index, start, _end in automaton.find_matches_as_indexes(
                         self.lowered, overlapping=True):
                     hits.setdefault(words[index], []).append(start)
             self._found = hits
