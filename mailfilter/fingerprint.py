@@ -33,7 +33,7 @@ from mailfilter.features import (
 )
 from mailfilter.identifiers import identifiers
 from mailfilter.message import Message, raw_body
-from mailfilter.text import Pattern, token_pattern, words_of
+from mailfilter.text import ASCII_WORDS, Pattern, token_pattern, words_of
 from mailfilter.values import Value, init
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
@@ -393,7 +393,16 @@ def _tail_start(text: str, tokens: Sequence[str] | Sequence[bytes],
     kept = list(compress(pieces, map(str.strip, pieces)))          # the non-blank lines
     if len(kept) <= lines and len(text) <= 200 * lines:
         return 0
-    return max(0, len(tokens) - len(_words("\n".join(kept[-lines:]), stoplist)))
+    tail = "\n".join(kept[-lines:])
+    if stoplist or not tail.isascii():
+        return max(0, len(tokens) - len(_words(tail, stoplist)))
+    # Counted, not listed: each word starts where a mark follows a space (or the start).
+    marks = tail.encode("ascii").translate(_WORD_MARKS)
+    return max(0, len(tokens) - marks.count(b" a") - marks.startswith(b"a"))
+
+
+# ASCII_WORDS with every letter and digit an "a": words are the runs of "a".
+_WORD_MARKS = bytes(0x20 if byte == 0x20 else 0x61 for byte in ASCII_WORDS)
 
 
 def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
