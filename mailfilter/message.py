@@ -51,6 +51,7 @@ _WORD = Pattern(r"[^\W_]")
 _NOT_BASE64 = Pattern(rb"[^A-Za-z0-9+/]")
 _PARAM = Pattern(r";\s*([!#-'*+.0-9A-Z^-~-]+)\s*=\s*(\"[^\"]*\"|[^;\s]*)")
 _HTML_DROP = "script, style, head, title, noscript, template"
+_HTML_BREAKS = "hr, br, div, tr, li, h1, h2, h3, h4, h5, h6, p"
 # "<br …>" or a closing block tag, then a line break in the source.  Attributes run to the
 # next ">" without crossing a "<": an unclosed "<br" then scans to the next tag, not to
 # the end of the text (which made this one call quadratic in the number of "<br").
@@ -317,12 +318,15 @@ def html_to_text(html: str) -> str:
             inner = quote.text(separator="\n")
             quote.replace_with("\n" + "\n".join("> " + line for line in inner.splitlines())
                                + "\n")
-        for rule in tree.css("hr"):        # Outlook's HTML reply separator, among others
-            rule.replace_with("\n" + "_" * 32 + "\n")
-        for br in tree.css("br, div, tr, li, h1, h2, h3, h4, h5, h6"):
-            br.insert_after("\n")
-        for paragraph in tree.css("p"):
-            paragraph.insert_after("\n\n")
+        # One pass over the elements that end a line (each change is at its own node, so
+        # their order does not matter): a rule line for <hr> (Outlook's HTML reply
+        # separator, among others), a blank line after <p>, a line break after the rest.
+        for node in tree.css(_HTML_BREAKS):
+            tag = node.tag
+            if tag == "hr":
+                node.replace_with("\n" + "_" * 32 + "\n")
+            else:
+                node.insert_after("\n\n" if tag == "p" else "\n")
         root = tree.body or tree.root
         return root.text(separator="") if root is not None else ""
     except Exception:  # noqa: BLE001 - a broken document is text-less, not fatal
