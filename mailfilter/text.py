@@ -96,15 +96,28 @@ class Prepared:
     IGNORECASE on long texts) and only where their words are.
     """
 
-    __slots__ = ("text", "lowered", "aligned", "_found", "_words")
+    __slots__ = ("text", "_lowered", "aligned", "_found", "_words")
 
     def __init__(self, text: str, *, _lowered: str | None = None,
                  _hits: dict[str, list[int]] | None = None) -> None:
         self.text = text
-        self.lowered = text.lower() if _lowered is None else _lowered
-        self.aligned = len(self.lowered) == len(text)
+        if _lowered is None and text.isascii():
+            self.aligned = True         # lowered in place, on first use
+        else:
+            if _lowered is None:
+                _lowered = text.lower()
+            self.aligned = len(_lowered) == len(text)
+        self._lowered = _lowered
         self._found = _hits         # None: not scanned yet (a text only tokenised never is)
         self._words: dict[frozenset[str], list[str] | list[bytes]] = {}
+
+    @property
+    def lowered(self) -> str:
+        """``text.lower()`` (made on first use)."""
+        lowered = self._lowered
+        if lowered is None:
+            lowered = self._lowered = self.text.lower()
+        return lowered
 
     @property
     def _hits(self) -> dict[str, list[int]]:
@@ -157,8 +170,10 @@ class Prepared:
             return self
         if not self.aligned:
             return Prepared(self.text[:end])
+        lowered = self._lowered
         if self._found is None:         # not scanned: the prefix scans itself if asked
-            return Prepared(self.text[:end], _lowered=self.lowered[:end])
+            return Prepared(self.text[:end],
+                            _lowered=None if lowered is None else lowered[:end])
         hits: dict[str, list[int]] = {}
         for word, offsets in self._found.items():
             last = end - len(word)
@@ -171,7 +186,7 @@ class Prepared:
         """The tokens of :func:`words_of` (made once per stop list)."""
         found = self._words.get(stoplist)
         if found is None:
-            found = self._words[stoplist] = words_of(self.text, stoplist, self.lowered)
+            found = self._words[stoplist] = words_of(self.text, stoplist, self._lowered)
         return found
 
 
