@@ -125,9 +125,10 @@ def character_histogram(data: bytes) -> tuple[bytes, int]:
     a case fold and 36 ``count`` passes.
     """
     if len(data) >= _VECTOR_MIN_BYTES and (_numpy_loaded() or len(data) >= _COLD_MAX_BYTES):
-        return _histogram_numpy(data)
-    folded = data.translate(_FOLD_CASE)
-    values = [folded.count(value) for value in _BIN_VALUES]
+        values = _bin_counts_numpy(data)
+    else:
+        folded = data.translate(_FOLD_CASE)
+        values = [folded.count(value) for value in _BIN_VALUES]
     largest = max(values)
     total = sum(values)
     if largest > 255:
@@ -150,18 +151,6 @@ def _bin_array(data: bytes) -> np.ndarray:
 
 def _bin_counts_numpy(data: bytes) -> list[int]:
     return _bin_array(data).tolist()
-
-
-def _histogram_numpy(data: bytes) -> tuple[bytes, int]:
-    """:func:`character_histogram` with numpy: the same double arithmetic per bin
-    (``count * factor``, truncated), in array passes."""
-    import numpy as np
-    counts = _bin_array(data)
-    largest = int(counts.max())
-    total = int(counts.sum())
-    if largest > 255:
-        counts = (counts * (255.0 / float(largest))).astype(np.int64) & 0xFF
-    return counts.astype(np.uint8).tobytes(), total
 
 
 def raw_histogram(raw: bytes) -> bytes:
