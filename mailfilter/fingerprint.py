@@ -140,17 +140,13 @@ def character_histogram(data: bytes) -> tuple[bytes, int]:
 _NUMPY_BINS: list = []       # the bins' byte values as numpy indexes
 
 
-def _bin_array(data: bytes) -> np.ndarray:
-    """The 36 bins' counts (int64): one ``bincount`` of the case-folded bytes."""
+def _bin_counts_numpy(data: bytes) -> list[int]:
+    """The 36 bins' counts: one ``bincount`` of the case-folded bytes."""
     import numpy as np
     if not _NUMPY_BINS:
         _NUMPY_BINS.append(np.frombuffer(ALPHABET, dtype=np.uint8).astype(np.intp))
     folded = np.frombuffer(data.translate(_FOLD_CASE), dtype=np.uint8)
-    return np.bincount(folded, minlength=256)[_NUMPY_BINS[0]]
-
-
-def _bin_counts_numpy(data: bytes) -> list[int]:
-    return _bin_array(data).tolist()
+    return np.bincount(folded, minlength=256)[_NUMPY_BINS[0]].tolist()
 
 
 def raw_histogram(raw: bytes) -> bytes:
