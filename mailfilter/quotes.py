@@ -389,7 +389,7 @@ def _footer_start(text: str) -> int | None:
     """Start of a list footer: the first rule line (3+ of ``-=_~*#``, or a rule with a few
     words in it) among the last 15 non-blank lines, with at least 12 words above it and
     something a list footer says below it (unsubscribe, a list address, a link)."""
-    tail_start = last_lines_start(text, _FOOTER_LINES)
+    tail_start = _last_lines_start(text, _FOOTER_LINES)
     rule = None
     rule_line = _RULE_LINE.get()
     # Lines that begin with 3+ rule characters are rare: found by a simple pattern (its
@@ -413,7 +413,7 @@ def _footer_start(text: str) -> int | None:
     return rule
 
 
-def last_lines_start(text: str, count: int) -> int:
+def _last_lines_start(text: str, count: int) -> int:
     """Start of the ``count``-th last non-blank line of ``text`` (0 when it has fewer):
     the lines of a tail of the text, a longer tail (4x) while that one has too few."""
     size = 100 * count
