@@ -17,6 +17,10 @@ the message.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from collections.abc import Iterable
+from itertools import accumulate
+from operator import add
 
 from mailfilter.text import Pattern, Prepared, prepare, register
 
@@ -116,7 +120,8 @@ _GATE = register(("confidential", "intended", "recipient", "disclaimer", "origin
          "authorised and", "destinataires", "par erreur", "personal data",
          "first-time sender"))
 register(_WEAK)
-register(anchor for anchor, _pattern in _STRONG)
+_ANCHORS = tuple(dict.fromkeys(anchor for anchor, _pattern in _STRONG))
+register(_ANCHORS)
 _SENTENCE_END = Pattern(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
 _BLOCKS = Pattern(r"\n[ \t]*\n")
 _TAG_LINE_WORDS = 8        # a banner on its own line is short: "[EXTERNAL]", "CAUTION: …"
@@ -198,29 +203,46 @@ def split_boilerplate(text: str, prepared: Prepared | None = None) -> tuple[str,
     if not prepared.any(_GATE):
         return text, ""
     # Only the cues the text holds at all are tried on its blocks and sentences.
-    strong = tuple(cue for cue in _STRONG if prepared.has(cue[0]))
+    anchors = set(prepared.present(_ANCHORS))
+    strong = tuple(cue for cue in _STRONG if cue[0] in anchors)
     weak = tuple(prepared.present(_WEAK))
     if not strong and len(weak) < 2:
         return text, ""
-    kept: list[str] = []
+    blocks = _BLOCKS.get().split(text)
+    kept: list[str | None] = list(blocks)
     aside: list[str] = []
-    for block in _BLOCKS.get().split(text):
+    for index in _cue_blocks(prepared, blocks, strong, weak):
+        block = blocks[index]
         lowered = block.lower()
         if not block.strip() or not (_strong(lowered, strong)
                                      or _weak_cues(lowered, weak) >= 2):
-            kept.append(block)
             continue
         sentences = _units(block, strong)
         block_weak = _weak_cues(lowered, weak)
         marks = [_is_boilerplate(sentence, strong, weak, block_weak) for sentence in sentences]
         flagged = _flag_neighbours(marks)
         if not any(flagged):
-            kept.append(block)
-        elif all(flagged):
+            continue
+        if all(flagged):
+            kept[index] = None
             aside.append(block)
         else:
-            kept.append(" ".join(s for s, f in zip(sentences, flagged, strict=True) if not f))
+            kept[index] = " ".join(s for s, f in zip(sentences, flagged, strict=True) if not f)
             aside.append(" ".join(s for s, f in zip(sentences, flagged, strict=True) if f))
     if not aside:
         return text, ""
-    return "\n\n".join(kept), "\n\n".join(aside)
+    return "\n\n".join(block for block in kept if block is not None), "\n\n".join(aside)
+
+
+def _cue_blocks(prepared: Prepared, blocks: list[str], strong: _Cues,
+                weak: tuple[str, ...]) -> Iterable[int]:
+    """Indexes (ascending) of the blocks where one of the cues was found: the others
+    hold no boilerplate and are not read again (offsets of the lower-case copy are the
+    text's when lowering kept them; else every block is read)."""
+    if not prepared.aligned:
+        return range(len(blocks))
+    text = prepared.text
+    separators = _BLOCKS.get().findall(text)
+    starts = [0, *accumulate(map(add, map(len, blocks), map(len, separators)))]
+    found = prepared.starts([cue[0] for cue in strong] + list(weak))
+    return sorted({bisect_right(starts, at) - 1 for at in found})

@@ -231,8 +231,8 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
     quoted_words = b""
     if message.quoted:
         words = words_of(message.quoted)
-        quoted_words = b" ".join(words) if message.quoted.isascii() else \
-            " ".join(words).encode("utf-8", "replace")      # type: ignore[arg-type]
+        quoted_words = b" ".join(words) if not words or isinstance(words[0], bytes) \
+            else " ".join(words).encode("utf-8", "replace")      # type: ignore[arg-type]
     files = [a for a in message.attachments if not is_calendar(a.content_type, a.filename)
              and not a.inline and len(a.data) >= MIN_ATTACHMENT_BYTES]
     files.sort(key=lambda a: len(a.data), reverse=True)

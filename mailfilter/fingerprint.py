@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import sys
-from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import compress
 from typing import TYPE_CHECKING
 
 import xxhash
@@ -33,7 +33,7 @@ from mailfilter.features import (
 )
 from mailfilter.identifiers import identifiers
 from mailfilter.message import Message, raw_body
-from mailfilter.text import Pattern, token_pattern, words_of
+from mailfilter.text import ASCII_WORDS, Pattern, token_pattern, words_of
 from mailfilter.values import Value, init
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
@@ -87,11 +87,13 @@ class Fingerprint(Value):
 # same arithmetic in Python and never pays numpy's import (about 70 ms, more than the
 # Python arithmetic of any but the longest messages).  Both ways give the same values, bit
 # for bit (tests/test_fingerprint.py compares them).
-# Measured (µs, Python / numpy): 32 tokens 32 / 42, 64 tokens 75 / 23, 512 tokens 1,046 / 95;
-# histogram of 256 bytes 7 / 8, 1 KB 38 / 8.  Importing numpy costs about 70-100 ms of CPU,
-# what Python takes for about 45,000 tokens or 2 MB of text.
-_VECTOR_MIN_TOKENS = 64         # fewer tokens: Python is as fast as numpy's per-call setup
-_VECTOR_MIN_BYTES = 512         # the same for the histogram's bytes
+# Measured (µs a call over the corpus, tokens hashed in one C loop, Python / numpy): 5-15
+# tokens 8 / 9, 16-31 tokens 17 / 10, 32-47 27 / 11, 64-95 53 / 15; histogram (one
+# bincount of the case-folded bytes) of up to 128 bytes 5.2 / 3.4, 128-511 bytes 9.0 / 4.0.
+# Importing numpy costs about 70-100 ms of CPU, what Python takes for about 45,000 tokens
+# or 2 MB of text.
+_VECTOR_MIN_TOKENS = 16         # fewer tokens: Python is as fast as numpy's per-call setup
+_VECTOR_MIN_BYTES = 0           # the histogram: numpy, once loaded, for any length
 _COLD_MAX_TOKENS = 50_000       # more, in a process without numpy: importing it pays off
 _COLD_MAX_BYTES = 2_000_000
 
@@ -135,19 +137,16 @@ def character_histogram(data: bytes) -> tuple[bytes, int]:
     return bytes(values), total
 
 
-_NUMPY_BINS: tuple = ()      # (bin byte values, their upper-case twins, letter mask)
+_NUMPY_BINS: list = []       # the bins' byte values as numpy indexes
 
 
 def _bin_counts_numpy(data: bytes) -> list[int]:
+    """The 36 bins' counts: one ``bincount`` of the case-folded bytes."""
     import numpy as np
-    global _NUMPY_BINS
     if not _NUMPY_BINS:
-        bins = np.frombuffer(ALPHABET, dtype=np.uint8).astype(np.intp)
-        upper = np.frombuffer(ALPHABET.upper(), dtype=np.uint8).astype(np.intp)
-        _NUMPY_BINS = (bins, upper, bins != upper)
-    bins, upper, letters = _NUMPY_BINS
-    by_byte = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
-    return (by_byte[bins] + np.where(letters, by_byte[upper], 0)).tolist()
+        _NUMPY_BINS.append(np.frombuffer(ALPHABET, dtype=np.uint8).astype(np.intp))
+    folded = np.frombuffer(data.translate(_FOLD_CASE), dtype=np.uint8)
+    return np.bincount(folded, minlength=256)[_NUMPY_BINS[0]].tolist()
 
 
 def raw_histogram(raw: bytes) -> bytes:
@@ -170,66 +169,21 @@ def _words(text: str, stoplist: frozenset[str]) -> list[str] | list[bytes]:
     return words_of(text, stoplist)
 
 
-class TokenHashes:
-    """xxh3-64 of tokens, remembered: mail vocabulary repeats, and one ``dict.get`` per
-    token (in C, through ``map``) is cheaper than hashing it again.
-
-    Bounded: at most ``2 * limit`` tokens in two generations; when the newer one is full
-    it becomes the older and the oldest is dropped (what is still in use comes back in
-    one look-up).  Safe to share between threads: a look-up reads a pair of dicts that is
-    replaced, never emptied, while another thread reads it.
-    """
-
-    __slots__ = ("limit", "_generations")
-
-    def __init__(self, limit: int = 100_000) -> None:
-        self.limit = limit
-        self._generations: tuple[dict, dict] = ({}, {})
-
-    def __len__(self) -> int:
-        newer, older = self._generations
-        return len(newer) + len(older)
-
-    def hashes(self, tokens: Sequence[str] | Sequence[bytes]) -> list[int]:
-        """The hash of every token's UTF-8 bytes, in order (``str`` or ``bytes`` tokens
-        hash alike)."""
-        newer, older = self._generations
-        values = list(map(newer.get, tokens))
-        if None not in values:
-            return values
-        hash64 = xxhash.xxh3_64_intdigest
-        new = {}
-        for token, value in zip(tokens, values, strict=True):
-            if value is None and token not in new:
-                found = older.get(token)
-                new[token] = hash64(token if isinstance(token, bytes) else
-                                    token.encode("utf-8", "surrogatepass")) \
-                    if found is None else found
-        if len(newer) + len(new) > self.limit:
-            self._generations = (new, newer)
-        else:
-            newer.update(new)
-        return [new[token] if value is None else value
-                for token, value in zip(tokens, values, strict=True)]
+_HASH64 = xxhash.xxh3_64_intdigest
 
 
-# The process's token hashes, for callers that do not bring their own (compute's
-# token_hashes): one bounded cache, owned here.
-TOKEN_HASHES = TokenHashes()
-
-
-def _token_hashes(tokens: Sequence[str] | Sequence[bytes],
-                  cache: TokenHashes | None = None) -> list[int]:
-    return (cache or TOKEN_HASHES).hashes(tokens)
-
-
-def _token_hash_bytes(tokens: Sequence[str] | Sequence[bytes],
-                      cache: TokenHashes | None = None) -> bytes:
-    """The hashes of :func:`_token_hashes` packed as little-endian u64 (8 bytes a token)."""
-    values = array("Q", _token_hashes(tokens, cache))
-    if sys.byteorder == "big":
-        values.byteswap()
-    return values.tobytes()
+def _token_hashes(tokens: Sequence[str] | Sequence[bytes]) -> Iterator[int]:
+    """xxh3-64 of every token's UTF-8 bytes, in order (``str`` or ``bytes`` tokens hash
+    alike), one C loop: hashing a token (tens of ns) is cheaper than looking it up in a
+    cache of mail's vocabulary, whose dict outgrows the CPU's caches (measured 3x)."""
+    if not tokens or isinstance(tokens[0], bytes):
+        return map(_HASH64, tokens)
+    try:
+        encoded = list(map(str.encode, tokens))     # (tokens hold no lone surrogate)
+    except UnicodeEncodeError:
+        encoded = [token.encode("utf-8", "surrogatepass")  # type: ignore[union-attr]
+                   for token in tokens]
+    return map(_HASH64, encoded)
 
 
 # n-gram hashing (see shingle_array): odd 64-bit weights, one per position in the
@@ -260,8 +214,7 @@ def _check_ngram(ngram: int) -> None:
 _NUMPY_CONSTANTS: tuple = ()  # the weights and the finaliser's constants as numpy values
 
 
-def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int,
-                  cache: TokenHashes | None = None) -> np.ndarray:
+def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.ndarray:
     """The 32-bit hash of the n-gram starting at each token position, in order (uint32).
 
     Each token is hashed with xxh3-64; an n-gram's hash is the top 32 bits of murmur3's
@@ -281,7 +234,7 @@ def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int,
         _NUMPY_CONSTANTS = (np.array(_WEIGHTS, dtype=np.uint64), np.uint64(_FMIX_1),
                             np.uint64(_FMIX_2), np.uint64(33), np.uint64(32))
     weights, fmix_1, fmix_2, shift_33, shift_32 = _NUMPY_CONSTANTS
-    token_hashes = np.frombuffer(_token_hash_bytes(tokens, cache), dtype="<u8")
+    token_hashes = np.fromiter(_token_hashes(tokens), dtype=np.uint64, count=len(tokens))
     count = len(token_hashes) - ngram + 1
     mixed = token_hashes[:count] * weights[0]
     for position in range(1, ngram):
@@ -294,8 +247,7 @@ def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int,
     return (mixed >> shift_32).astype(np.uint32)
 
 
-def shingle_list(tokens: Sequence[str] | Sequence[bytes], ngram: int,
-                 cache: TokenHashes | None = None) -> list[int]:
+def shingle_list(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> list[int]:
     """:func:`shingle_array` as a list of ints: with numpy when this process has it and the
     text is long enough for it to pay, else in Python integers (the same values)."""
     _check_ngram(ngram)
@@ -303,8 +255,8 @@ def shingle_list(tokens: Sequence[str] | Sequence[bytes], ngram: int,
         return []
     if len(tokens) >= _VECTOR_MIN_TOKENS and (
             _numpy_loaded() or len(tokens) >= _COLD_MAX_TOKENS):
-        return shingle_array(tokens, ngram, cache).tolist()
-    hashes = _token_hashes(tokens, cache)
+        return shingle_array(tokens, ngram).tolist()
+    hashes = list(_token_hashes(tokens))
     count = len(hashes) - ngram + 1
     weight = _WEIGHTS[0]
     mixed = [value * weight for value in hashes[:count]]
@@ -326,19 +278,21 @@ def shingle_list(tokens: Sequence[str] | Sequence[bytes], ngram: int,
 
 
 def _shingles(tokens: Sequence[str] | Sequence[bytes], ngram: int, sketch_size: int,
-              tail_from: int, cache: TokenHashes | None = None
-              ) -> tuple[tuple[int, ...], int, set[int]]:
+              tail_from: int) -> tuple[tuple[int, ...], int, set[int]]:
     """(bottom-k sketch, distinct shingles, the shingles from position ``tail_from`` on)."""
     if len(tokens) >= _VECTOR_MIN_TOKENS and (
             _numpy_loaded() or len(tokens) >= _COLD_MAX_TOKENS):
         import numpy as np
-        positions = shingle_array(tokens, ngram, cache)
+        positions = shingle_array(tokens, ngram)
         distinct = np.sort(positions)  # then drop repeats (cheaper than np.unique's hashing)
         if len(distinct) > 1:
-            distinct = distinct[np.concatenate(([True], distinct[1:] != distinct[:-1]))]
+            first = np.empty(len(distinct), dtype=bool)     # each value's first place
+            first[0] = True
+            np.not_equal(distinct[1:], distinct[:-1], out=first[1:])
+            distinct = distinct[first]
         return (tuple(distinct[:sketch_size].tolist()), len(distinct),
                 set(positions[tail_from:].tolist()))
-    values = shingle_list(tokens, ngram, cache)
+    values = shingle_list(tokens, ngram)
     ordered = sorted(set(values))
     return tuple(ordered[:sketch_size]), len(ordered), set(values[tail_from:])
 
@@ -352,7 +306,23 @@ def text_digest(text: str, attachment_digests: Iterable[bytes] = (),
                 whole_body: bytes | None = None) -> bytes:
     """128-bit digest of the whitespace-folded text and of each attachment's bytes, and of
     the whole body when only a prefix of it was read (``Message.whole_body``)."""
-    hasher = xxhash.xxh3_128(" ".join(text.split()).encode("utf-8", "surrogatepass"))
+    if text.isascii():      # the same folding, without a word list: two C passes
+        folded = _SPACE_RUNS.get().sub(b" ", text.encode("ascii").translate(_SPACES)).strip(b" ")
+    else:
+        folded = " ".join(text.split()).encode("utf-8", "surrogatepass")
+    return _folded_digest(folded, attachment_digests, whole_body)
+
+
+# The ASCII characters str.split() splits at (str.isspace), each made a space.
+_ASCII_SPACES = bytes(byte for byte in range(128) if chr(byte).isspace())
+_SPACES = bytes.maketrans(_ASCII_SPACES, b" " * len(_ASCII_SPACES))
+_SPACE_RUNS = Pattern(rb"  +")
+
+
+def _folded_digest(folded: bytes, attachment_digests: Iterable[bytes] = (),
+                   whole_body: bytes | None = None) -> bytes:
+    """:func:`text_digest` of a text already whitespace-folded (UTF-8)."""
+    hasher = xxhash.xxh3_128(folded)
     for digest in attachment_digests:
         hasher.update(b"\x00" + digest)
     if whole_body is not None:
@@ -370,14 +340,18 @@ def part_digests(text: str, attachment_digests: Sequence[bytes], whole: bytes
     it re-sends could be: each paragraph or line, and the text without one of them (a line
     added above, below or between a greeting and the question); at most 24, the whole
     text's own digest left out."""
-    parts: list[str] = []
+    parts: list[str] = []           # each whitespace-folded (as text_digest folds it)
     token = token_pattern()
     for units in ([p for p in _PARAGRAPHS.get().split(text) if token.search(p)],
                   [line for line in text.split("\n") if token.search(line)]):
         if 2 <= len(units) <= 8:
-            parts += units
-            parts += ["\n".join(units[:i] + units[i + 1:]) for i in range(len(units))]
-    found = dict.fromkeys(text_digest(part, attachment_digests) for part in parts)
+            # (Each unit has a word: the text without one unit folds to the others'
+            # folded texts joined by a space.)
+            folded = [" ".join(unit.split()) for unit in units]
+            parts += folded
+            parts += [" ".join(folded[:i] + folded[i + 1:]) for i in range(len(units))]
+    found = dict.fromkeys(_folded_digest(part.encode("utf-8", "surrogatepass"),
+                                         attachment_digests) for part in parts)
     found.pop(whole, None)
     return tuple(found)[:24]
 
@@ -400,22 +374,30 @@ def _tail_start(text: str, tokens: Sequence[str] | Sequence[bytes],
 
     No token spans a line break, so this is the token count minus the tail's own.
     """
-    kept = [line for line in text[-200 * lines:].split("\n") if line.strip()]
+    pieces = text[-200 * lines:].split("\n")
+    kept = list(compress(pieces, map(str.strip, pieces)))          # the non-blank lines
     if len(kept) <= lines and len(text) <= 200 * lines:
         return 0
-    return max(0, len(tokens) - len(_words("\n".join(kept[-lines:]), stoplist)))
+    tail = "\n".join(kept[-lines:])
+    if stoplist or not tail.isascii():
+        return max(0, len(tokens) - len(_words(tail, stoplist)))
+    # Counted, not listed: each word starts where a mark follows a space (or the start).
+    marks = tail.encode("ascii").translate(_WORD_MARKS)
+    return max(0, len(tokens) - marks.count(b" a") - marks.startswith(b"a"))
+
+
+# ASCII_WORDS with every letter and digit an "a": words are the runs of "a".
+_WORD_MARKS = bytes(0x20 if byte == 0x20 else 0x61 for byte in ASCII_WORDS)
 
 
 def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
             sketch_size: int = 64, stoplist: Iterable[str] = (),
             chunk_average: int = 4096, chunk_sample: int = 32,
-            tail_lines: int = 8, token_hashes: TokenHashes | None = None,
-            attached_digests: tuple[bytes, ...] = ()) -> Fingerprint:
+            tail_lines: int = 8, attached_digests: tuple[bytes, ...] = ()) -> Fingerprint:
     """The fingerprint of a parsed message with the given (store-bound) parameters.
 
     The tokens are the message's prepared text's (``Message.prepared``), read by the
-    shingles and the identifiers alike.  ``token_hashes``: the cache of token hashes to
-    use (default: the process's, :data:`TOKEN_HASHES`).  ``attached_digests``: the digests
+    shingles and the identifiers alike.  ``attached_digests``: the digests
     of its attached messages, fingerprinted on their own (``engine.analyse``)."""
     if histogram == "raw":
         source = message.raw_body
@@ -425,8 +407,7 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     stop = frozenset(stoplist)
     tokens = message.prepared.words(stop)
     tail_from = max(0, _tail_start(message.text, tokens, stop, tail_lines) - ngram + 1)
-    sketch, shingle_count, tail = _shingles(tokens, ngram, sketch_size, tail_from,
-                                            token_hashes)
+    sketch, shingle_count, tail = _shingles(tokens, ngram, sketch_size, tail_from)
     # An invitation counts by its event (UID, SEQUENCE, times), not by the bytes of its
     # calendar part, which hold the time the copy was made (DTSTAMP): the same invitation
     # sent again has the same digest.
@@ -461,6 +442,6 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         digest=digest,
         chunks=tuple(sampled),
         attachment_bytes=attachment_bytes,
-        tail_sketch=tuple(value for value in sketch if value in tail),
+        tail_sketch=tuple(filter(tail.__contains__, sketch)),
         attached_digests=tuple(d for d in dict.fromkeys(attached_digests) if d != digest),
     )

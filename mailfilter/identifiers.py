@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from itertools import filterfalse
 
 import xxhash
+
+from mailfilter.text import words_of
 
 # Set aside before words are read: words that are URLs (with or without a scheme) or mail
 # addresses, and the bracketed list tags and reply prefixes of a subject.
@@ -71,25 +74,28 @@ _TLD_SET = frozenset(_TLDS.split("|"))
 # A dot and a last label; whether the label is a top-level domain is a set lookup (one
 # pattern of all 270 names, tried at every dot, cost 30 ms on a 200 KB message).
 _TLD_HINT = re.compile(rf"\.([a-z]{{2,11}}){_TLD_END}", re.IGNORECASE)
-_HOST = re.compile(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLDS}){_TLD_END}",
+# The names grouped by first letter ("c(?:om|at|…)"), each group longest first as in
+# _TLDS: the same matches (no character matches two first letters, even ignoring case),
+# 20 alternatives tried at a dot instead of 270.
+_TLD_GROUPS = "|".join(
+    f"{letter}(?:{'|'.join(tld[1:] for tld in _TLDS.split('|') if tld[0] == letter)})"
+    for letter in sorted({tld[0] for tld in _TLD_SET}))
+_HOST = re.compile(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLD_GROUPS}){_TLD_END}",
                    re.IGNORECASE)
 # Words are read as the shingles read them (runs of letters and digits, lower case).  A
 # word with a digit counts by its digits alone ("web03" is 03, "INV-0042" is 0042, "24want"
 # is 24: an edit that drops a space makes no new data), except a commit id or hash: a
 # hexadecimal word of 7+ characters with a digit and a letter counts whole.  Punctuation
 # splits numbers (10:30 is 10 and 30), and a value that occurs again counts again.
-_LOWER_WORDS = bytes(
-    (byte | 0x20) if chr(byte).isascii() and chr(byte).isalpha() else
-    byte if chr(byte).isdigit() and byte < 128 else 0x20 for byte in range(256))
 _LETTERS = bytes(range(ord("a"), ord("z") + 1))
 _HEX_LETTERS = b"abcdef"
 _NOT_HEX = bytes(set(_LETTERS) - set(_HEX_LETTERS))
-_WORDS = re.compile(r"[^\W_]+")
 # File paths (/var/log/app/app.log): which file a report is about is its data too.
 # The slash first (a literal the regex engine finds fast), then the look back at the one
 # character before it: a path starts at a slash that follows no word, slash or dot.
 _PATH = re.compile(r"/(?<![\w/.]/)[\w.@-]+(?:/[\w.@-]+)+")
-_NOT_DIGITS = re.compile(r"\D+")
+_DIGIT = re.compile(r"\d")
+_NOT_DIGITS_OR_SPACE = re.compile(r"[^\d ]+")
 # A record keeps the hashes of up to this many different identifiers, else a bit map.
 EXACT_IDENTIFIERS = 32
 IDENTIFIER_BITS = 1024
@@ -124,13 +130,38 @@ def _take_hosts(source: str, found: list[str]) -> str:
 
 def _without_links(text: str) -> str:
     """``text`` without its words that are URLs or mail addresses (only lines that hold
-    one are split into words)."""
-    lines = text.split("\n")
-    for number, line in enumerate(lines):
-        if "@" in line or "://" in line or "www." in line.lower():
-            lines[number] = " ".join(word for word in line.split() if "@" not in word
-                                     and "://" not in word and "www." not in word.lower())
-    return "\n".join(lines)
+    one, found by substring searches of its lowered copy, are split into words)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):           # offsets differ: line by line
+        lines = text.split("\n")
+        for number, line in enumerate(lines):
+            if "@" in line or "://" in line or "www." in line.lower():
+                lines[number] = _without_link_words(line)
+        return "\n".join(lines)
+    marks = []
+    for word in ("@", "://", "www."):
+        at = lowered.find(word)
+        while at >= 0:
+            marks.append(at)
+            at = lowered.find(word, at + 1)
+    pieces = []
+    last = line_end = 0
+    for at in sorted(marks):
+        if at < line_end:
+            continue                        # this line was rewritten already
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        line_end = len(text) if end < 0 else end
+        pieces.append(text[last:start])
+        pieces.append(_without_link_words(text[start:line_end]))
+        last = line_end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _without_link_words(line: str) -> str:
+    return " ".join(word for word in line.split() if "@" not in word
+                    and "://" not in word and "www." not in word.lower())
 
 
 def _numbered_words(source: str, found: list[str],
@@ -138,24 +169,40 @@ def _numbered_words(source: str, found: list[str],
     """Append the identifiers among the words of ``source`` to ``found`` (``words``: its
     words as the shingles read them, when the caller has them already)."""
     if words is None:
-        words = (source.encode("ascii").translate(_LOWER_WORDS).split() if source.isascii()
-                 else _WORDS.findall(source.lower()))
+        words = words_of(source)
+    if not words:
+        return
+    if isinstance(words[0], bytes):
+        _numbered_bytes(words, found)           # type: ignore[arg-type]
+        return
     # Words are runs of letters and digits: those that are not all letters hold a digit.
-    numbered = [word for word in words if not word.isalpha()]
-    for word in numbered:
-        if isinstance(word, bytes):
-            if word.isdigit():
-                found.append(word.decode("ascii"))
-            elif len(word) >= 7 and word.translate(None, _NOT_HEX) == word:
-                found.append(word.decode("ascii"))          # hexadecimal: a commit id
-            else:
-                found.append(word.translate(None, _LETTERS).decode("ascii"))
-        elif word.isdigit() or (len(word) >= 7 and set(word) <= _HEX_CHARS):
-            found.append(word)
-        else:
-            found.append(_NOT_DIGITS.sub("", word) or word)
+    numbered = list(filterfalse(str.isalpha, words))        # type: ignore[arg-type]
+    if not numbered:
+        return
+    # Each one's decimal digits, all words in one pass (words hold no space).
+    digits = _NOT_DIGITS_OR_SPACE.sub("", " ".join(numbered)).split(" ")
+    found.extend(word if word.isdigit() or (len(word) >= 7 and set(word) <= _HEX_CHARS)
+                 else kept or word for word, kept in zip(numbered, digits, strict=True))
 
 
+def _numbered_bytes(words: Sequence[bytes], found: list[str]) -> None:
+    """:func:`_numbered_words` of ASCII words, each pass one C loop over all of them: the
+    words with a digit; each one's digits, or itself when it is hexadecimal (a commit id)
+    of 7+ characters."""
+    numbered = list(filterfalse(bytes.isalpha, words))
+    if not numbered:
+        return
+    joined = b" ".join(numbered)
+    # (A word with a digit keeps it: no word vanishes, the lists stay aligned.)
+    digits = joined.translate(None, _LETTERS).split()
+    if _LONG_HEX.search(joined) is not None:
+        hexes = joined.translate(None, _NOT_HEX).split()
+        digits = [word if len(word) >= 7 and hexed == word else kept
+                  for word, kept, hexed in zip(numbered, digits, hexes, strict=True)]
+    found.extend(b" ".join(digits).decode("ascii").split(" "))
+
+
+_LONG_HEX = re.compile(rb"(?<![^ ])[0-9a-f]{7,}+(?![^ ])")
 _HEX_CHARS = frozenset("0123456789abcdef")
 
 
@@ -183,19 +230,21 @@ def identifiers(text: str, subject: str = "",
     found: list[str] = []
     from_subject = 0
     if subject:
-        subject = _SUBJECT_TAGS.sub(" ", _without_campaign_token(
-            _PADDED_COUNTER.sub("", subject)))
-    for source, known in ((subject, None),
-                          (text, words)):
-        if source is text:
+        if _DIGIT.search(subject):      # a padded counter or campaign token has a digit
+            subject = _without_campaign_token(_PADDED_COUNTER.sub("", subject))
+        if "[" in subject or ":" in subject:        # every tag and prefix has one
+            subject = _SUBJECT_TAGS.sub(" ", subject)
+    for from_text, (source, known) in enumerate(((subject, None), (text, words))):
+        if from_text:
             from_subject = len(found)
         if not source:
             continue
         if "@" in source or "://" in source or "www." in source or "WWW." in source:
             source, known = _without_links(source), None
-        if "." in source and any(hint.group(1).lower() in _TLD_SET
-                                 for hint in _TLD_HINT.finditer(source)):
-            source, known = _take_hosts(source, found), None
+        if "." in source:
+            without = _take_hosts(source, found)
+            if without is not source:
+                source, known = without, None
         if "/" in source and _PATH.search(source):
             found.extend(path.lower() for path in _PATH.findall(source))
             source, known = _PATH.sub(" ", source), None
@@ -209,6 +258,8 @@ def _numbered(found: list[str], from_subject: int) -> list[str]:
     subject or the text names it, whichever is more, not both added: an issue number in
     the subject and in the masthead is one datum, so that the same text re-sent under
     another subject ("Last chance: …") holds the same data."""
+    if len(set(found)) == len(found):
+        return found                    # no value occurs again (a set: one C loop)
     text_counts: dict[str, int] = {}
     for value in found[from_subject:]:
         text_counts[value] = text_counts.get(value, 0) + 1
@@ -220,6 +271,9 @@ def _numbered(found: list[str], from_subject: int) -> list[str]:
             if count > skip.get(value, 0):
                 numbered.append(value if count == 1 else f"{value}#{count}")
     return numbered
+
+
+_LOW_32 = (0xFFFFFFFF).__and__          # a hash's low 32 bits (mapped in C)
 
 
 def identifier_hash(token: str) -> int:
@@ -236,7 +290,11 @@ def identifier_summary(tokens: Iterable[str]) -> tuple[tuple[int, ...], bytes]:
     the other report lacks, unless another value already set it: about 1 time in 5 at 200
     values, and a changed report changes several).
     """
-    hashes = sorted({identifier_hash(token) for token in tokens})
+    try:        # identifiers are words, host names and paths: no lone surrogates
+        encoded = list(map(str.encode, tokens))
+    except UnicodeEncodeError:
+        encoded = [token.encode("utf-8", "surrogatepass") for token in tokens]
+    hashes = sorted(set(map(_LOW_32, map(xxhash.xxh3_64_intdigest, encoded))))
     if len(hashes) <= EXACT_IDENTIFIERS:
         return tuple(hashes), b""
     bits = 0

@@ -28,11 +28,14 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import compress
+from typing import Protocol
 
 from mailfilter.text import Pattern, Prepared, prepare, register
 
 _M, _I = re.MULTILINE, re.IGNORECASE
-_QUOTED_LINE = Pattern(r"^[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z)", _M)
+# Runs of quoted lines (``>`` or ``|>``), read in "\n" + a text (see _WRAPPED_TAIL).
+_QUOTED_LINES = Pattern(r"\n((?:[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z))+)")
 # "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, found by the verb at the end
 # of a line first (where the keyword scan found one), then checked on that line (or that
 # line and the one above: Gmail wraps a long attribution).
@@ -118,7 +121,8 @@ _KEYWORDS = {
 _CASE_SENSITIVE = {pattern: Pattern(pattern.source, pattern.flags & ~_I)
                    for pattern in _KEYWORDS}
 _FOOTER_LINES = 15
-_RULE_START = Pattern(r"^[ \t]*[-=_~*#]{3}", _M)
+_RULE_START = Pattern(r"[ \t]*[-=_~*#]{3}")
+_RULE_START_LINE = Pattern(r"\n[ \t]*[-=_~*#]{3}")
 # What a list footer says (one of these must be under the rule line: a rule over a table
 # of figures, or over the rest of a report, is no footer).
 _FOOTER_WORDS = ("unsubscribe", "subscribe", "mailing list", "listinfo", "list info",
@@ -153,14 +157,52 @@ class Reply:
         return f"Reply(text={self.text!r}, aside={self.aside!r}, quoted={self.quoted!r})"
 
 
-def _scan(pattern: Pattern, prepared: Prepared) -> Iterator[re.Match[str]]:
+def _scan(pattern: Pattern, prepared: Prepared) -> Iterator[_Span]:
     """``pattern``'s matches in the text, found case-sensitively in its lower-case copy
     when lowering kept every offset; none at all when none of its words occurs."""
     if not prepared.any(_KEYWORDS[pattern]):
         return iter(())
     if prepared.aligned:
+        after_break = _AFTER_BREAK.get(pattern)
+        if after_break is not None:
+            return map(_LineMatch, after_break.get().finditer("\n" + prepared.lowered))
         return _CASE_SENSITIVE[pattern].get().finditer(prepared.lowered)
     return pattern.get().finditer(prepared.text)
+
+
+class _Span(Protocol):
+    def start(self) -> int: ...
+    def end(self) -> int: ...
+    def span(self) -> tuple[int, int]: ...
+    def group(self, index: int = 0) -> str: ...
+
+
+# The line patterns (``^…``) as "\n(…)", read in "\n" + the lower-case copy: a line start
+# is then a literal the regex engine scans for, instead of "^" tried at every position
+# (several times as fast); no match spans a line, so none takes the next one's break.
+_AFTER_BREAK = {pattern: Pattern("\n(" + pattern.source[1:] + ")", pattern.flags & ~_I)
+                for pattern in _KEYWORDS if pattern.source.startswith("^")}
+
+
+class _LineMatch:
+    """A match of an :data:`_AFTER_BREAK` pattern, as the line pattern's match in the text."""
+
+    __slots__ = ("_match",)
+
+    def __init__(self, match: re.Match[str]) -> None:
+        self._match = match
+
+    def start(self) -> int:
+        return self._match.start(1) - 1
+
+    def end(self) -> int:
+        return self._match.end(1) - 1
+
+    def span(self) -> tuple[int, int]:
+        return self.start(), self.end()
+
+    def group(self, index: int = 0) -> str:
+        return self._match.group(index + 1)
 
 
 class _Layout:
@@ -347,32 +389,45 @@ def _footer_start(text: str) -> int | None:
     """Start of a list footer: the first rule line (3+ of ``-=_~*#``, or a rule with a few
     words in it) among the last 15 non-blank lines, with at least 12 words above it and
     something a list footer says below it (unsubscribe, a list address, a link)."""
-    tail_start = len(text)
-    seen = 0
-    while tail_start > 0 and seen < _FOOTER_LINES:
-        previous = text.rfind("\n", 0, tail_start - 1)
-        if text[previous + 1:tail_start].strip():
-            seen += 1
-        tail_start = previous + 1 if previous >= 0 else 0
-        if previous < 0:
-            break
+    tail_start = _last_lines_start(text, _FOOTER_LINES)
     rule = None
     rule_line = _RULE_LINE.get()
-    # Lines that begin with 4+ rule characters are rare: found by a simple pattern, then
-    # each checked against the whole rule-line pattern.
-    for start in _RULE_START.get().finditer(text, tail_start):
-        if rule_line.match(text, start.start()):
-            below = text[start.start():].lower()
+    # Lines that begin with 3+ rule characters are rare: found by a simple pattern (its
+    # line break a literal the regex engine finds fast; the first line's start matched
+    # on its own), then each checked against the whole rule-line pattern.
+    first = _RULE_START.get().match(text, tail_start)
+    starts = [tail_start] if first is not None else []
+    starts += [found.start() + 1 for found in _RULE_START_LINE.get().finditer(text, tail_start)]
+    for at in starts:
+        if rule_line.match(text, at):
+            below = text[at:].lower()
             # A footer says what a list footer says, and is shorter than the message.
             below_words = len(below.split())
             if any(word in below for word in _FOOTER_WORDS) and len(
-                    text[:start.start()].split(None, below_words)) > below_words:
-                rule = start.start()
+                    text[:at].split(None, below_words)) > below_words:
+                rule = at
                 break
     if rule is None or len(text[:rule].split(None, _FOOTER_MIN_WORDS_ABOVE)) \
             < _FOOTER_MIN_WORDS_ABOVE:
         return None
     return rule
+
+
+def _last_lines_start(text: str, count: int) -> int:
+    """Start of the ``count``-th last non-blank line of ``text`` (0 when it has fewer):
+    the lines of a tail of the text, a longer tail (4x) while that one has too few."""
+    size = 100 * count
+    while True:
+        begin = max(0, len(text) - size)
+        lines = text[begin:].split("\n")
+        first = 1 if begin and text[begin - 1] != "\n" else 0    # cut off mid-line
+        # (C loops: the non-blank lines' indexes, then one join for the offset.)
+        nonblank = list(compress(range(first, len(lines)), map(str.strip, lines[first:])))
+        if len(nonblank) >= count:
+            return len(text) - len("\n".join(lines[nonblank[-count]:]))
+        if not begin:
+            return 0
+        size *= 4
 
 
 def _signature_start(text: str) -> int | None:
@@ -479,9 +534,11 @@ def _unquote_forwarded(text: str) -> str:
     return text
 
 
+# Read in "\n" + the text: each line starts after a line break, a literal the regex engine
+# finds fast (three times as fast as trying "^" at every position).
 _WRAPPED_TAIL = Pattern(
-    rf"^[ \t]*>[^\n]{{{_WRAPPED_QUOTE_MIN - 1},}}\n([ \t]*[^>\s][^\n]{{0,{_WRAPPED_TAIL_MAX - 1}}})"
-    rf"\n(?=[ \t]*>)", _M)
+    rf"\n[ \t]*>[^\n]{{{_WRAPPED_QUOTE_MIN - 1},}}"
+    rf"\n([ \t]*[^>\s][^\n]{{0,{_WRAPPED_TAIL_MAX - 1}}})(?=\n[ \t]*>)")
 
 
 def _wrapped_quote_tails(text: str) -> str:
@@ -489,10 +546,11 @@ def _wrapped_quote_tails(text: str) -> str:
     a quoted line, then at once a short unquoted one, then a quoted one again."""
     pieces = []
     last = 0
-    for match in _WRAPPED_TAIL.get().finditer(text):
-        pieces.append(text[last:match.start(1)])
+    for match in _WRAPPED_TAIL.get().finditer("\n" + text):
+        start = match.start(1) - 1
+        pieces.append(text[last:start])
         pieces.append("> ")
-        last = match.start(1)
+        last = start
     if not pieces:
         return text
     pieces.append(text[last:])
@@ -562,10 +620,11 @@ def _clean_segment(prepared: Prepared, aside: list[str]) -> tuple[str, str]:
     quoted_lines = ""
     if ">" in text:
         text = _wrapped_quote_tails(text)
-        quoted = _QUOTED_LINE.get()
-        lines = quoted.findall(text)
+        # Runs of quoted lines, each after a line break (see _WRAPPED_TAIL).
+        quoted = _QUOTED_LINES.get()
+        lines = quoted.findall("\n" + text)
         if lines:
-            text = quoted.sub("", text)
+            text = quoted.sub("\n", "\n" + text)[1:]
             quoted_lines = "".join(lines)
     return text, quoted_lines
 
@@ -676,17 +735,17 @@ def _name_line(text: str, name: str) -> int | None:
     parts = [part for part in _NAME_SEPARATORS.get().split(name.lower()) if len(part) > 1]
     if not parts:
         return None
-    position = len(text)
-    for _ in range(_SIGNOFF_MAX_LINES):
-        start = text.rfind("\n", 0, max(0, position - 1)) + 1
-        line = text[start:position].strip(" \t\n-–—*_").lower()
+    body = text[:-1] if text.endswith("\n") else text     # (its last line's break)
+    lines = body.rsplit("\n", _SIGNOFF_MAX_LINES)
+    offset = len(body)
+    for line in reversed(lines[-_SIGNOFF_MAX_LINES:]):
+        start = offset - len(line)
+        line = line.strip(" \t\n-–—*_").lower()
         if line and (line.startswith(parts[0]) or line == parts[-1]):
             # "Ann Lee updated OPS-123:" introduces what follows (a tracker's news); a
             # signature's name line never ends with a colon.
             return None if line.endswith(":") else start
-        if start == 0:
-            return None
-        position = start
+        offset = start - 1
     return None
 
 
