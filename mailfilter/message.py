@@ -19,6 +19,7 @@ import re
 import xxhash
 
 from mailfilter.boilerplate import split_boilerplate
+from mailfilter.campaign import is_bulk, is_notifier, without_campaign_tokens
 from mailfilter.features import CalendarSummary
 from mailfilter.invitations import CALENDAR_TYPES, calendar_summary, is_calendar
 from mailfilter.normalise import (
@@ -641,8 +642,13 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     parts, writers, quoted, forwarded_from = _own_parts(full, subject, signer)
     prepared, boilerplate = _cleaned(parts, writers, full)
     prepared = _links_to_sites(prepared)
+    if is_bulk(headers):
+        # Step: a campaign's per-copy codes and tracking ids are no data (campaign.py).
+        prepared = without_campaign_tokens(prepared)
     text = prepared.text
-    resend_note = bool(quoted) and is_resend_note(text)
+    # (A tracker's or a program's comment "Any update?" over the issue it quotes is news.)
+    resend_note = bool(quoted) and not _notifier(headers, sender_field) \
+        and is_resend_note(text)
     if resend_note:
         # Only "resending: the first one bounced" above a quoted message: the message it
         # sends is the quoted one, and that is what it is compared as.
@@ -652,7 +658,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         # The note above the message it re-sends, pasted whole (a newsletter re-sent with
         # a correction, "sending this again" over one's own text): compared as it is, the
         # note marks it (rule resent-original).
-        resend_note = opens_with_resend_note(text)
+        resend_note = opens_with_resend_note(text) and not _notifier(headers, sender_field)
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
     calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None
@@ -806,6 +812,12 @@ def _automated(headers: dict[str, str], sender: str | None) -> bool:
         return True
     local = (sender or "").partition("@")[0].lower()
     return local in _PROGRAMS or local.startswith(("noreply", "no-reply", "donotreply"))
+
+
+def _notifier(headers: dict[str, str], sender_field: str) -> bool:
+    """Mail of a tracker or another program: its people's notes ("Any update?", "Bump")
+    over what it quotes are their news, never one writer's resend."""
+    return is_notifier(headers) or _automated(headers, address_of(sender_field))
 
 
 def decode_header_text(value: str) -> str:

@@ -256,14 +256,67 @@ _RESEND_NOTE = Pattern(
     r"(?:get|got|receive) (?:it|this) twice|bump(?:ing)? (?:this|it)|(?:did not|didn't|"
     r"never) hear(?:d)? back|(?:did|have) you "
     r"(?:see|get|receive) my (?:message|e-?mail|note)|erneut gesendet|noch ?mal gesendet"
-    r"|renvoi|here it is again|correct(?:ed|ion)[^.\n]{0,40}\b(?:below|again))\b",
+    r"|renvoi|here it is again|correct(?:ed|ion)[^.\n]{0,40}\b(?:below|again)"
+    # the same in English words more, and in German, French, Spanish, Dutch and Italian:
+    r"|came back(?: to me)? undelivered|undeliver(?:able|ed)|(?:apologies|sorry) for the "
+    r"duplicate|(?:arrives?|get|receive) (?:it |this )?(?:twice|two times)"
+    r"|erneut (?:ge)?(?:sendet|schickt|verschickt)|(?:noch ?(?:ein)?mal|nochmals|erneut) "
+    r"(?:ge)?(?:sendet|schickt|senden|schicken|verschickt)|schicke [^.\n]{0,30}noch ?(?:ein)?"
+    r"mal|unzustellbar|zurückgekommen|doppelt (?:erhalten|bekommen|ankommt|ankommen)"
+    r"|je (?:vous |te )?renvoie|nouvel envoi|m'est revenu|n'a pas été (?:distribué|remis)"
+    r"|(?:recevez|reçois|receviez|recevrez) [^.\n]{0,20}(?:en double|deux fois)|le doublon"
+    r"|reenv[ií](?:o|ando|ar|ado)|vuelvo a (?:enviar|mandar)|rebot(?:ó|o|ado)|fue devuelto"
+    r"|(?:llega|recibes|recibe|reciba[s]?) (?:dos veces|duplicado)"
+    r"|opnieuw (?:verzonden|verstuurd|gestuurd)|nogmaals (?:verzonden|verstuurd|gestuurd)"
+    r"|stuur (?:dit|deze|hem|het) (?:nogmaals|opnieuw)|onbestelbaar|teruggekomen"
+    r"|(?:dubbel|twee keer) (?:krijgt|ontvangt)"
+    r"|reinvi(?:o|ata|ato|are)|(?:ti|vi|le|gli) rimando|invi(?:o|ata|ato) di nuovo"
+    r"|tornat[ao] indietro|non è stat[ao] recapitat[ao]|respint[ao]"
+    r"|(?:ricevi|riceve|arriva) due volte|doppione)\b",
     re.IGNORECASE)
+# A follow-up over one's own earlier message ("Any update?", "Quick nudge", "In case this
+# got lost – see below"): weaker words than a resend's, so every sentence of the note must
+# say it (a reply that adds anything else is a reply).
+FOLLOW_UP_WORDS = 30
+_FOLLOW_UP = Pattern(
+    r"\b(?:in case (?:this|it|my (?:e-?mail|message|note|mail))[^.\n]{0,20}\b(?:lost|buried|"
+    r"missed|slipped)|any (?:update|news|thoughts|word|feedback)|(?:quick|gentle|friendly|"
+    r"small|little) (?:nudge|reminder|ping|bump|follow-?up)|nudg(?:e|ing)|follow(?:ing)?[ -]up"
+    r"|checking in|bump(?:ing)?|slipped through|(?:had|have|get|got) a chance to (?:look|"
+    r"review|read|check)|let me know (?:what you think|if you need)|(?:my|the) (?:e-?mail|"
+    r"message|note|mail) below|see below"
+    r"|untergegangen|neuigkeiten|(?:kurze|freundliche|kleine) erinnerung|nachhaken|nachfrage"
+    r"|gelegenheit|siehe unten|meine (?:mail|e-mail|nachricht) unten"
+    r"|au cas où|se serait perdu|du nouveau|relance|relancer|petit rappel|ci-dessous"
+    r"|eu le temps|jeter un (?:œil|oeil|coup d'(?:œil|oeil))"
+    r"|por si se (?:ha )?perdido|novedad(?:es)?|recordatorio|seguimiento|has podido|pudiste"
+    r"|(?:ver|mira) abajo|de abajo"
+    r"|ondergesneeuwd|nieuws over|herinnering|navragen|hoe het (?:hier)?mee staat|hieronder"
+    r"|kunnen kijken"
+    r"|andat[ao] pers[ao]|novità|promemoria|sollecit(?:o|are|arti)|vedi sotto|qui sotto"
+    r"|avuto modo)\b", re.IGNORECASE)
+_SENTENCES = Pattern(r"[^.!?;:\n¿¡]+")
 
 
 def is_resend_note(text: str) -> bool:
     """``text`` (a message's own text, quotes set aside) is a short note that it sends its
     writer's earlier message again, and nothing more."""
-    return len(text.split()) <= RESEND_NOTE_WORDS and bool(_RESEND_NOTE.get().search(text))
+    words = len(text.split())
+    return words <= RESEND_NOTE_WORDS and bool(_RESEND_NOTE.get().search(text)) \
+        or (words <= FOLLOW_UP_WORDS and is_follow_up_note(text))
+
+
+def is_follow_up_note(text: str) -> bool:
+    """``text`` is a follow-up and nothing more: every sentence of four words or more (a
+    greeting, "Thanks!", a name are shorter) says it follows up, and one at least does."""
+    follow_up = _FOLLOW_UP.get()
+    said = False
+    for sentence in _SENTENCES.get().findall(text):
+        if follow_up.search(sentence):
+            said = True
+        elif len(sentence.split()) >= 4:
+            return False
+    return said
 
 
 def opens_with_resend_note(text: str) -> bool:
