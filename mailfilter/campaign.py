@@ -15,10 +15,14 @@ their commit ids and run ids are news.  Pure functions, no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from mailfilter.normalise import first_values
-from mailfilter.text import Pattern, Prepared
+from mailfilter.text import Pattern, Prepared, register
+
+if TYPE_CHECKING:
+    from mailfilter.message import Message
 
 # What a token becomes: one word, so that the copies' texts align word for word.
 PLACEHOLDER = "token"
@@ -34,11 +38,26 @@ _NOTIFIER_PREFIXES = ("x-github-", "x-gitlab-", "x-bugzilla-", "x-jira-", "x-red
 _TOKEN = Pattern(r"(?<![\w.@/-])(?=[\w-]*\d)(?=[\w-]*[a-z])[a-z0-9]++(?:[-_][a-z0-9]++)*+"
                  r"(?![\w@/]|\.\w)", re.IGNORECASE)
 # Label words that name a token as the message's data (several languages).
-_DATA_LABEL = Pattern(
-    r"\b(?:order|booking|reservation|confirmation|invoice|ticket|case|account|policy|claim|"
-    r"pnr|serial|licen[cs]e|verification|pin|password|passcode|otp|bestell\w*|buchung\w*|"
-    r"rechnung\w*|commande|r[ée]servation|facture|pedido|reserva|factura|ordine|"
-    r"prenotazione|fattura|boeking|bestelling|factuur)\b", re.IGNORECASE)
+_LABELS = (r"order|booking|reservation|confirmation|invoice|ticket|case|account|policy|claim|"
+           r"pnr|serial|licen[cs]e|verification|pin|password|passcode|otp|bestell\w*|"
+           r"buchung\w*|rechnung\w*|commande|r[ée]servation|facture|pedido|reserva|factura|"
+           r"ordine|prenotazione|fattura|boeking|bestelling|factuur")
+_DATA_LABEL = Pattern(rf"\b(?:{_LABELS})\b", re.IGNORECASE)
+# In mail not sent in bulk, more: codes, keys, vouchers, a carrier's tracking number
+# (a campaign without bulk headers labels its tokens "Ref:", "ID:", "Tracking #").
+_OWN_DATA_LABEL = Pattern(
+    rf"\b(?:{_LABELS}|code|c[oó]digo|codice|key|schlüssel|clé|activation|aktivierung\w*"
+    r"|voucher|gutschein|gift|coupon|member|mitglied\w*|customer|kunde\w*|client|cliente"
+    r"|tracking (?:number|no)|sendungsnummer|suivi|seguimiento)\b", re.IGNORECASE)
+# Where a label may be: the keyword scan's words (each label's first letters).
+_LABEL_STEMS = register((
+    "order", "booking", "reservation", "confirmation", "invoice", "ticket", "case", "account",
+    "policy", "claim", "pnr", "serial", "licen", "verification", "pin", "password", "passcode",
+    "otp", "bestell", "buchung", "rechnung", "commande", "réservation", "facture", "pedido",
+    "reserva", "factura", "ordine", "prenotazione", "fattura", "boeking", "bestelling",
+    "factuur", "code", "código", "codice", "key", "schlüssel", "clé", "activation",
+    "aktivierung", "voucher", "gutschein", "gift", "coupon", "member", "mitglied", "customer",
+    "kunde", "client", "cliente", "tracking", "sendungsnummer", "suivi", "seguimiento"))
 _LABEL_REACH = 40       # characters before a token on its line where a label names it
 _HEX = frozenset("0123456789abcdef")
 # A labelled code of at least this many characters counts whole ("G28YEAUU" as such).
@@ -87,31 +106,60 @@ def random_looking(token: str) -> bool:
     return switches >= 3
 
 
-def labelled_codes(headers: Sequence[tuple[str, str]], text: str) -> list[str]:
-    """In bulk mail, the codes of letters and digits a label names as data ("Order:
-    G28YEAUU"), whole and lower case: the identifiers count a mixed word by its digits
-    alone, and two order codes' digits alike ("G28YEAUU", "A2UEQVE8": 28) made two
-    orders one.  Only
-    lines with a label word are read (the label pattern first)."""
-    if not is_bulk(first_values(headers)):
+def codes_of(message: Message) -> list[str]:
+    """:func:`labelled_codes` of a parsed message (none for a tracker's or a program's:
+    their tokens were left as they are)."""
+    headers = first_values(message.headers)
+    if message.automated or is_notifier(headers):
         return []
+    return labelled_codes(message.prepared, is_bulk(headers))
+
+
+def labelled_codes(prepared: Prepared, bulk: bool) -> list[str]:
+    """The codes of letters and digits a label names as data ("Order: G28YEAUU"), whole
+    and lower case, in mail whose tokens :func:`without_campaign_tokens` read: the
+    identifiers count a mixed word by its digits alone, and two order codes' digits alike
+    ("G28YEAUU", "A2UEQVE8": 28) made two orders one once nothing else told them apart.
+    Only where a label word occurs (the prepared text's keyword scan says where)."""
+    text = prepared.text
+    label = (_DATA_LABEL if bulk else _OWN_DATA_LABEL).get()
     found = []
     token = _TOKEN.get()
-    for label in _DATA_LABEL.get().finditer(text):
-        end = min(len(text), label.end() + _LABEL_REACH)
-        newline = text.find("\n", label.end(), end)
-        for match in token.finditer(text, label.end(), end if newline < 0 else newline):
+    for at in prepared.starts(_LABEL_STEMS):
+        hit = label.match(text, at) if prepared.aligned else None
+        if hit is None:
+            continue
+        end = min(len(text), hit.end() + _LABEL_REACH)
+        newline = text.find("\n", hit.end(), end)
+        if newline == hit.end() or text[hit.end():newline].strip(" \t:#.-") == "":
+            newline = text.find("\n", newline + 1, newline + 1 + _LABEL_REACH) \
+                if newline >= 0 else -1     # the code alone on the next line
+            end = min(len(text), hit.end() + 2 * _LABEL_REACH)
+        for match in token.finditer(text, hit.end(), end if newline < 0 else newline):
             if len(match.group(0)) >= _CODE_MIN:    # (the pattern: a letter and a digit)
                 found.append(match.group(0).lower())
     return found
 
 
-def without_campaign_tokens(prepared: Prepared) -> Prepared:
+def _labelled(text: str, start: int, label: re.Pattern[str]) -> bool:
+    """A label stands before the token at ``start`` on its line, or on the line above
+    when the token stands alone ("Your verification code:\n\n    X7K2PQ")."""
+    line = text.rfind("\n", 0, start) + 1
+    if label.search(text, max(line, start - _LABEL_REACH), start):
+        return True
+    if text[line:start].strip():
+        return False
+    above = text[max(0, line - 2 * _LABEL_REACH):line].rstrip()
+    return bool(above) and label.search(above.rpartition("\n")[2]) is not None
+
+
+def without_campaign_tokens(prepared: Prepared, bulk: bool) -> Prepared:
     """``prepared`` with its random-looking tokens written as :data:`PLACEHOLDER`, unless
-    a label before them on their line names them as data (one pass of one pattern over
-    the text; ``prepared`` itself when nothing changes)."""
+    a label names them as data (one pattern over the text; ``prepared`` itself when
+    nothing changes).  ``bulk``: sent in bulk (:func:`is_bulk`); other mail keeps more
+    labelled tokens (codes, keys, vouchers, tracking numbers)."""
     text = prepared.text
-    label = _DATA_LABEL.get()
+    label = (_DATA_LABEL if bulk else _OWN_DATA_LABEL).get()
     pieces: list[str] = []
     last = 0
     for match in _TOKEN.get().finditer(text):
@@ -119,8 +167,7 @@ def without_campaign_tokens(prepared: Prepared) -> Prepared:
         if not random_looking(token):
             continue
         start = match.start()
-        line = text.rfind("\n", max(0, start - _LABEL_REACH), start) + 1
-        if label.search(text, max(line, start - _LABEL_REACH), start):
+        if _labelled(text, start, label):
             continue
         pieces.append(text[last:start])
         pieces.append(PLACEHOLDER)

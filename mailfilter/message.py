@@ -642,13 +642,14 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     parts, writers, quoted, forwarded_from = _own_parts(full, subject, signer)
     prepared, boilerplate = _cleaned(parts, writers, full)
     prepared = _links_to_sites(prepared)
-    if is_bulk(headers):
-        # Step: a campaign's per-copy codes and tracking ids are no data (campaign.py).
-        prepared = without_campaign_tokens(prepared)
+    notifier = _notifier(headers, sender_field)
+    if not notifier:
+        # Step: a campaign's per-copy codes and tracking ids are no data (campaign.py);
+        # a tracker's or a program's ids are.
+        prepared = without_campaign_tokens(prepared, is_bulk(headers))
     text = prepared.text
     # (A tracker's or a program's comment "Any update?" over the issue it quotes is news.)
-    resend_note = bool(quoted) and not _notifier(headers, sender_field) \
-        and is_resend_note(text)
+    resend_note = bool(quoted) and not notifier and is_resend_note(text)
     if resend_note:
         # Only "resending: the first one bounced" above a quoted message: the message it
         # sends is the quoted one, and that is what it is compared as.
@@ -658,7 +659,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         # The note above the message it re-sends, pasted whole (a newsletter re-sent with
         # a correction, "sending this again" over one's own text): compared as it is, the
         # note marks it (rule resent-original).
-        resend_note = opens_with_resend_note(text) and not _notifier(headers, sender_field)
+        resend_note = opens_with_resend_note(text) and not notifier
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
     calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None

@@ -59,7 +59,8 @@ def first_values(fields: list[tuple[str, str]]) -> dict[str, str]:
 REPLY_PREFIXES = ("re", "aw", "antw", "sv", "vs", "rif", "r", "odp", "res")
 FORWARD_PREFIXES = ("fwd", "fw", "wg", "tr", "doorst", "vb", "rv", "enc", "pd")
 # Words a sender puts before a message sent again or corrected.
-RESEND_PREFIXES = ("resend", "resent", "reminder", "updated", "update", "correction",
+RESEND_PREFIXES = ("resend", "resent", "resending", "re-send", "re-sending", "reminder",
+                   "updated", "update", "correction",
                    "corrected", "korrektur", "berichtigung", "rectificatif", "corrección",
                    "fyi")
 RESEND_MARKS = ("corrected", "correction", "updated", "update", "resend", "resent",

@@ -38,29 +38,57 @@ def promo(code: str, link: str, label: str = "Ref:", headers: dict | None = None
                         headers=BULK if headers is None else headers)
 
 
+@pytest.mark.parametrize("headers", [BULK, {}], ids=["bulk", "spam without bulk headers"])
 @pytest.mark.parametrize(("label", "first", "second"), [
     ("Ref:", "8XK2-99QZ", "Q7PM-3K4W"),
     ("ID:", "a81f3c9e2b7d4e10", "0c4d9e7f13a2b855"),
     ("Tracking #", "X7KQ92LZ3P", "M3ZR8T1KQ6"),
     ("Mailing-ID:", "3f2a9c1e-7b4d-4e8f-9a01-5c6d7e8f9a0b",
      "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a")])
-def test_a_bulk_campaigns_copy_with_its_own_codes_in_the_body_is_a_duplicate(
-        engine: Engine, label: str, first: str, second: str) -> None:
+def test_a_campaigns_copy_with_its_own_codes_in_the_body_is_a_duplicate(
+        engine: Engine, label: str, first: str, second: str, headers: dict) -> None:
     """Each copy's reference code, tracking id and tracked links differ.  Before: `same
     text ... but identifiers differ` or shingles below the threshold: unique."""
-    engine.check(promo(first, "Zk29aQ1x", label, message_id="<p1@mailer.example>"))
-    again = engine.check(promo(second, "Bc81LmQ4", label, message_id="<p2@mailer.example>",
-                               subject="Spring sale 4k2j9x"))
+    engine.check(promo(first, "Zk29aQ1x", label, headers=headers,
+                       message_id="<p1@mailer.example>"))
+    again = engine.check(promo(second, "Bc81LmQ4", label, headers=headers,
+                               message_id="<p2@mailer.example>", subject="Spring sale 4k2j9x"))
     assert again.kind is not Kind.UNIQUE, verdict_value(again)
 
 
-def test_the_same_codes_outside_bulk_mail_stay_data(engine: Engine) -> None:
-    """Mail from a person or a program, not sent in bulk: its codes are its data."""
-    engine.check(promo("8XK2-99QZ", "Zk29aQ1x", "Booking", headers={},
+@pytest.mark.parametrize("label", ["Booking", "Your activation code:", "Gift card code",
+                                   "Order number"])
+def test_labelled_codes_outside_bulk_mail_stay_data(engine: Engine, label: str) -> None:
+    """Mail not sent in bulk: a code its label names (a booking, an activation code, a
+    gift card) is its data.  Fails if every random-looking token is set aside."""
+    engine.check(promo("8XK2-99QZ", "Zk29aQ1x", label, headers={},
                        message_id="<b1@mailer.example>"))
-    other = engine.check(promo("Q7PM-3K4W", "Zk29aQ1x", "Booking", headers={},
+    other = engine.check(promo("Q7PM-3K4W", "Zk29aQ1x", label, headers={},
                                message_id="<b2@mailer.example>"))
     assert other.kind is Kind.UNIQUE, verdict_value(other)
+
+
+SIGN_IN = """Hello,
+
+Someone is trying to sign in to your account from a new device. Enter this code on the
+sign-in page to continue. It expires in ten minutes and can be used once.
+
+Your verification code:
+
+    {code}
+
+If this was not you, change your password now and contact our support team.
+"""
+
+
+def test_a_code_alone_under_its_label_stays_data(engine: Engine) -> None:
+    """The code on its own line under "Your verification code:" is labelled too: two
+    sign-in mails are two."""
+    for number, code in enumerate(("X7K2PQ9Z", "M4RT8W2K")):
+        verdict = engine.check(make_message(SIGN_IN.format(code=code), subject="Sign-in code",
+                                            sender="security@bank.example",
+                                            message_id=f"<s{number}@bank.example>"))
+    assert verdict.kind is Kind.UNIQUE, verdict_value(verdict)
 
 
 ORDER = """Hi Stephanie,
