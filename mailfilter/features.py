@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
-from mailfilter.campaign import is_notifier
 from mailfilter.identifiers import IDENTIFIER_BITS, identifier_summary, identifiers
-from mailfilter.normalise import bare_message_id, first_values, normal_subject, site_of
+from mailfilter.normalise import bare_message_id, normal_subject, site_of
 from mailfilter.text import words_of
 from mailfilter.values import Value, init
 
@@ -263,6 +262,6 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
         forwarded_from=tuple(dict.fromkeys(
             name_key(name) for name in message.forwarded_from))[:MAX_FORWARDED],
         resend_note=message.resend_note,
-        notifier=is_notifier(first_values(message.headers)),
+        notifier=message.notifier,
     )
 

@@ -22,7 +22,6 @@ import xxhash
 if TYPE_CHECKING:
     import numpy as np
 
-from mailfilter.campaign import codes_of
 from mailfilter.features import (
     EMPTY,
     Features,
@@ -444,7 +443,7 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     sampled = sorted(set(chunks))[:chunk_sample] if chunks else []
     names = identifiers(message.text, message.subject,
                         None if stop else tokens)
-    names += codes_of(message)      # labelled codes whole (campaign.py)
+    names += message.codes      # labelled codes whole (campaign.py)
     # An invitation is its event: the same event in the same version is the same message
     # whatever its text (a resend may come with an empty body, or another client's).
     digest = text_digest("" if calendar_key else message.text, attachment_digests,

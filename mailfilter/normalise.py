@@ -248,7 +248,8 @@ def link_site(match: re.Match[str]) -> str:
     return site
 
 
-# What a writer puts above their own message when they send it again.
+# What a writer puts above their own message when they send it again (read in lower case:
+# IGNORECASE made the search three times slower).
 RESEND_NOTE_WORDS = 40
 _RESEND_NOTE = Pattern(
     r"\b(?:re-?send(?:ing)?|re-?sent|sending (?:this |it )?again|send(?:ing)? (?:this |it )?"
@@ -273,8 +274,7 @@ _RESEND_NOTE = Pattern(
     r"|(?:dubbel|twee keer) (?:krijgt|ontvangt)"
     r"|reinvi(?:o|ata|ato|are)|(?:ti|vi|le|gli) rimando|invi(?:o|ata|ato) di nuovo"
     r"|tornat[ao] indietro|non è stat[ao] recapitat[ao]|respint[ao]"
-    r"|(?:ricevi|riceve|arriva) due volte|doppione)\b",
-    re.IGNORECASE)
+    r"|(?:ricevi|riceve|arriva) due volte|doppione)\b")
 # A follow-up over one's own earlier message ("Any update?", "Quick nudge", "In case this
 # got lost – see below"): weaker words than a resend's, so every sentence of the note must
 # say it (a reply that adds anything else is a reply).
@@ -295,24 +295,26 @@ _FOLLOW_UP = Pattern(
     r"|ondergesneeuwd|nieuws over|herinnering|navragen|hoe het (?:hier)?mee staat|hieronder"
     r"|kunnen kijken"
     r"|andat[ao] pers[ao]|novità|promemoria|sollecit(?:o|are|arti)|vedi sotto|qui sotto"
-    r"|avuto modo)\b", re.IGNORECASE)
+    r"|avuto modo)\b")
 _SENTENCES = Pattern(r"[^.!?;:\n¿¡]+")
 
 
 def is_resend_note(text: str) -> bool:
     """``text`` (a message's own text, quotes set aside) is a short note that it sends its
     writer's earlier message again, and nothing more."""
-    words = len(text.split())
-    return words <= RESEND_NOTE_WORDS and bool(_RESEND_NOTE.get().search(text)) \
-        or (words <= FOLLOW_UP_WORDS and is_follow_up_note(text))
+    return len(text.split()) <= RESEND_NOTE_WORDS \
+        and bool(_RESEND_NOTE.get().search(text.lower()))
 
 
 def is_follow_up_note(text: str) -> bool:
-    """``text`` is a follow-up and nothing more: every sentence of four words or more (a
-    greeting, "Thanks!", a name are shorter) says it follows up, and one at least does."""
+    """``text`` is a short follow-up and nothing more: at most ``FOLLOW_UP_WORDS`` words,
+    every sentence of four words or more (a greeting, "Thanks!", a name are shorter) says
+    it follows up, and one at least does."""
+    if len(text.split()) > FOLLOW_UP_WORDS:
+        return False
     follow_up = _FOLLOW_UP.get()
     said = False
-    for sentence in _SENTENCES.get().findall(text):
+    for sentence in _SENTENCES.get().findall(text.lower()):
         if follow_up.search(sentence):
             said = True
         elif len(sentence.split()) >= 4:
@@ -328,4 +330,4 @@ def opens_with_resend_note(text: str) -> bool:
     end = lead.find("\n\n")
     if end < 0 or not lead[end:].strip():
         return False
-    return is_resend_note(lead[:end])
+    return is_resend_note(lead[:end]) or is_follow_up_note(lead[:end])
