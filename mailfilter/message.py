@@ -670,7 +670,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         # The note above the message it re-sends, pasted whole (a newsletter re-sent with
         # a correction, "sending this again" over one's own text): compared as it is, the
         # note marks it (rule resent-original).
-        resend_note = opens_with_resend_note(text) and not notifier
+        resend_note = opens_with_resend_note(text, bool(forwarded_from)) and not notifier
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
     calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None

@@ -322,12 +322,14 @@ def is_follow_up_note(text: str) -> bool:
     return said
 
 
-def opens_with_resend_note(text: str) -> bool:
+def opens_with_resend_note(text: str, follow_up: bool = False) -> bool:
     """``text`` opens with a short paragraph saying it sends something again ("We are
     re-sending this issue because …", "Bumping this to the top of your inbox") above more
-    text: the message it re-sends, pasted under the note."""
+    text: the message it re-sends, pasted under the note.  ``follow_up``: a follow-up
+    ("In case this got lost – see below") counts too (over a forwarded message: what
+    is pasted under a follow-up may be anything)."""
     lead = text.lstrip()
     end = lead.find("\n\n")
     if end < 0 or not lead[end:].strip():
         return False
-    return is_resend_note(lead[:end]) or is_follow_up_note(lead[:end])
+    return is_resend_note(lead[:end]) or (follow_up and is_follow_up_note(lead[:end]))
