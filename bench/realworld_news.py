@@ -663,12 +663,13 @@ def campaign_tracked_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
         code_style = {"hex_id": "hex", "uuid": "uuid"}.get(style, rng.choice(("ref", "alnum")))
         cid, user = rm._hex(rng, 10), rm._hex(rng, 25)
         alternative = rng.random() < 0.5       # one structure for every copy
+        link_count = rng.randint(1, 3)
         deliveries: list[rc.Delivery] = []
         moment = rm.when(rng, rng.choice((2002, 2025)))
         for k in range(2):
             eid = rm._alnum(rng, 22)
             codes = [_random_code(rng, code_style), _random_code(rng, "hex")]
-            links = [_tracked(rng, host, kind) for _ in range(rng.randint(1, 3))]
+            links = [_tracked(rng, host, kind) for _ in range(link_count)]
             lines = [f"Hello {me.first}," if rng.random() < 0 else "Hello,"]
             lines += [rm.wrap([p], 72) for p in paragraphs]
             lines.append(f"Click here: {links[0]}")

@@ -119,17 +119,20 @@ def _x_field(headers: Mapping[str, str], prefixes: tuple[str, ...]) -> bool:
 _RANDOM, _CODE = "random", "code"
 
 
-def _shape(token: str) -> str:
+def _shape(token: str, bulk: bool = True) -> str:
     """:data:`_RANDOM` for a campaign's token (see :func:`random_looking`), :data:`_CODE`
     for one that is a code only when a label names it (letters and digits switching
-    twice or more: "G28YEAUU"), "" for neither."""
+    twice or more: "G28YEAUU"), "" for neither.  A hexadecimal run under 16 is a commit
+    id ("3f9a2c1e7b") outside bulk mail."""
     bare = token.replace("-", "").replace("_", "").lower()
     digits = sum(c.isdigit() for c in bare)
     if len(bare) < 6 or digits < 2 or len(bare) - digits < 2:
         return _CODE if len(bare) >= _CODE_MIN and _switches(bare) >= 2 else ""
-    if set(bare) <= _HEX and len(bare) >= 16:
-        return _RANDOM if len(bare) != 40 else ""
+    if set(bare) <= _HEX and (len(bare) >= 16 or not bulk):
+        return _RANDOM if len(bare) >= 16 and len(bare) != 40 else ""
     switches = _switches(bare)
+    if switches == 2 and len(bare) >= 8 and (token.isupper() or len(bare) < len(token)):
+        return _RANDOM      # a formatted or upper-case code: "5CDF-NMT3", "G28YEAUU"
     return _RANDOM if switches >= 3 else _CODE if switches == 2 else ""
 
 
@@ -137,12 +140,14 @@ def _switches(bare: str) -> int:
     return sum(a.isdigit() != b.isdigit() for a, b in zip(bare, bare[1:], strict=False))
 
 
-def random_looking(token: str) -> bool:
+def random_looking(token: str, bulk: bool = True) -> bool:
     """A campaign's token, not data: of 6 or more letters and digits (separators left
     out), at least 2 of each, and either hexadecimal of 16+ (not a 40-digit commit id) or
-    switching between letters and digits 3 times or more ("8XK2-99QZ", "a81f3c9e");
-    "web03", "x86_64", "SHA256", "covid19" are not."""
-    return _shape(token) is _RANDOM
+    switching between letters and digits 3 times or more ("8XK2-99QZ", "a81f3c9e" in
+    bulk mail: elsewhere a hexadecimal run under 16 is a commit), or twice in 8 or more
+    written in groups or upper case ("5CDF-NMT3", "G28YEAUU"); "web03", "x86_64",
+    "SHA256", "covid19", "Win10Pro" are not."""
+    return _shape(token, bulk) is _RANDOM
 
 
 def _labelled(text: str, start: int, label: re.Pattern[str]) -> bool:
@@ -177,7 +182,7 @@ def without_campaign_tokens(prepared: Prepared, bulk: bool
         if (start and text[start - 1] in ".@/") or text.startswith(("@", "/"), end) \
                 or (text.startswith(".", end) and text[end + 1:end + 2].isalnum()):
             continue
-        shape = _shape(token)
+        shape = _shape(token, bulk)
         if not shape:
             continue
         if _labelled(text, start, label):

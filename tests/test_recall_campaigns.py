@@ -126,7 +126,7 @@ def test_bulk_order_confirmations_whose_order_or_amount_differ_stay_unique(
     assert other.kind is Kind.UNIQUE, verdict_value(other)
 
 
-@pytest.mark.parametrize("token", ["8XK2-99QZ", "a81f3c9e2b7d4e10", "X7KQ92LZ3P",
+@pytest.mark.parametrize("token", ["8XK2-99QZ", "a81f3c9e2b7d4e10", "X7KQ92LZ3P", "5CDF-NMT3",
                                    "3f2a9c1e-7b4d-4e8f-9a01-5c6d7e8f9a0b"])
 def test_random_looking_tokens(token: str) -> None:
     """Campaign codes and tracking ids look random."""
@@ -135,11 +135,17 @@ def test_random_looking_tokens(token: str) -> None:
 
 @pytest.mark.parametrize("token", ["web03", "x86_64", "SHA256", "covid19", "INV-0042",
                                    "2026-12-01", "da39a3ee5e6b4b0d3255bfef95601890afd80709",
-                                   "ubuntu22", "B2B", "Q3"])
+                                   "ubuntu22", "B2B", "Q3", "Win10Pro"])
 def test_data_does_not_look_random(token: str) -> None:
-    """Hosts, names with a number, dates, a commit id of 40 hex digits are data (a short
-    hex id in bulk mail is a tracking id: trackers and programs are never bulk)."""
+    """Hosts, names with a number, dates, a commit id of 40 hex digits are data."""
     assert not random_looking(token)
+
+
+def test_a_short_hex_run_is_a_commit_outside_bulk_mail() -> None:
+    """"3f9a2c1e7b" in a CI notice is the commit; in bulk mail an 8-15 digit hex id is a
+    tracking id (trackers and programs are never bulk)."""
+    assert not random_looking("3f9a2c1e7b", bulk=False)
+    assert random_looking("3f9a2c1e7b", bulk=True)
 
 
 def test_bulk_means_sent_in_bulk_and_not_by_a_tracker() -> None:
@@ -199,6 +205,12 @@ def announce(engine: Engine) -> None:
     ("Reinvio questa mail: la prima mi è tornata indietro, scusa se la ricevi due volte.",
      "RESEND: Storage review moved to Thursday"),
     ("Sending again, the first one came back undelivered. Apologies for the duplicate.",
+     "Storage review moved to Thursday"),
+    ("Ich sende die Mail noch einmal, sie wurde leider nicht zugestellt.",
+     "AW: Storage review moved to Thursday"),
+    ("Je me permets de renvoyer ce message, le premier n'a pas été distribué.",
+     "Storage review moved to Thursday"),
+    ("Ik stuur je mail opnieuw, de eerste is niet afgeleverd.",
      "Storage review moved to Thursday")])
 def test_a_resend_note_in_another_language_above_ones_own_quoted_message_is_a_copy(
         engine: Engine, note: str, subject: str) -> None:
@@ -216,7 +228,9 @@ def test_a_resend_note_in_another_language_above_ones_own_quoted_message_is_a_co
     "Quick nudge on the message below, Bob. Did you have a chance to look?",
     "Falls das untergegangen ist - siehe unten.", "Petite relance concernant mon message "
     "ci-dessous. Avez-vous eu le temps d'y jeter un œil ?", "¿Alguna novedad sobre esto?",
-    "Is hier al nieuws over?", "Un piccolo promemoria sulla mia mail qui sotto."])
+    "Is hier al nieuws over?", "Un piccolo promemoria sulla mia mail qui sotto.",
+    "Circling back on this - did you get a chance to review it?",
+    "Ich wollte kurz nachfragen, ob du schon Zeit gehabt hast.", "Des nouvelles ?"])
 @pytest.mark.parametrize("subject", ["Following up", "Any update?"])
 def test_a_short_follow_up_over_ones_own_whole_message_is_a_copy(
         engine: Engine, note: str, subject: str) -> None:
@@ -281,3 +295,21 @@ def test_the_same_comment_from_another_person_on_a_tracker_is_news(engine: Engin
         sender="Carol Wu <notifications@github.com>", headers=GITHUB,
         message_id="<acme/api/issues/12/c1@github.com>"), ["bob@example.org"])
     assert again.kind is Kind.DUPLICATE, verdict_value(again)
+
+
+def test_a_resend_note_over_the_whole_original_forwarded_in_its_thread_is_a_copy(
+        engine: Engine) -> None:
+    """"TR:" (French clients' Fwd:) over an Outlook reply block, in the original's thread:
+    the original is forwarded whole, not quoted.  Before: `a reply to the match`."""
+    announce(engine)
+    block = ("________________________________\nFrom: Ann Berg <ann@example.org>\nSent: "
+             "Tuesday, November 3, 2026 10:00 AM\nTo: Bob <bob@example.org>\nSubject: "
+             "Storage review moved to Thursday\n\n")
+    again = engine.check(make_message(
+        "Ik stuur dit nogmaals, mijn eerste mail is teruggekomen.\n\n" + block + ANNOUNCEMENT,
+        subject="TR: Storage review moved to Thursday", sender="Ann Berg <ann@example.org>",
+        message_id="<rev3@example.org>", headers={"In-Reply-To": "<rev1@example.org>",
+                                                  "References": "<rev1@example.org>"}),
+        ["bob@example.org"], record=False)
+    assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
+        verdict_value(again)
