@@ -168,10 +168,23 @@ def without_campaign_tokens(prepared: Prepared, bulk: bool
     a label names them as data; and the codes of letters and digits labels name, whole
     and lower case (the identifiers count a mixed word by its digits alone, and two order
     codes' digits alike, "G28YEAUU" and "A2UEQVE8": 28, made two orders one).  One
-    pattern over the text; ``prepared`` itself when nothing changes.  ``bulk``: sent in
+    pass over the text; ``prepared`` itself when nothing changes.  ``bulk``: sent in
     bulk (:func:`is_bulk`); other mail keeps more labelled tokens (codes, keys,
     vouchers, tracking numbers)."""
-    text = prepared.text
+    text, codes = _masked(prepared.text, bulk)
+    return (prepared if text is None else Prepared(text)), codes
+
+
+def subject_without_tokens(subject: str) -> tuple[str, tuple[str, ...]]:
+    """A subject with a campaign's random tokens written as :data:`PLACEHOLDER` ("Spring
+    sale [8XK2-99QZ]"), for its identifiers; and its labelled codes ("Order G28YEAUU")."""
+    masked, codes = _masked(subject, False)
+    return masked or subject, codes
+
+
+def _masked(text: str, bulk: bool) -> tuple[str | None, tuple[str, ...]]:
+    """(``text`` with its random-looking tokens replaced, None when there is none; the
+    labelled codes)."""
     label = (_DATA_LABEL if bulk else _OWN_DATA_LABEL).get()
     pieces: list[str] = []
     codes: list[str] = []
@@ -193,6 +206,6 @@ def without_campaign_tokens(prepared: Prepared, bulk: bool
             pieces.append(PLACEHOLDER)
             kept = end
     if not pieces:
-        return prepared, tuple(codes)
+        return None, tuple(codes)
     pieces.append(text[kept:])
-    return Prepared("".join(pieces)), tuple(codes)
+    return "".join(pieces), tuple(codes)

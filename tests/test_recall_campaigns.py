@@ -313,3 +313,27 @@ def test_a_resend_note_over_the_whole_original_forwarded_in_its_thread_is_a_copy
         ["bob@example.org"], record=False)
     assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
         verdict_value(again)
+
+
+def test_a_campaign_copy_with_a_random_code_in_brackets_in_the_subject_is_a_duplicate(
+        engine: Engine) -> None:
+    """"Spring sale [8XK2-99QZ]" / "[Q7PM-3K4W]": before, the subject's identifiers (82,
+    99 / 7, 34) differed; an order number in a subject stays data."""
+    engine.check(promo("8XK2-99QZ", "Zk29aQ1x", message_id="<q1@mailer.example>",
+                       subject="Spring sale [8XK2-99QZ]"))
+    again = engine.check(promo("Q7PM-3K4W", "Bc81LmQ4", message_id="<q2@mailer.example>",
+                               subject="Spring sale [Q7PM-3K4W]"))
+    assert again.kind is not Kind.UNIQUE, verdict_value(again)
+
+
+def test_order_codes_in_the_subject_alone_stay_data(engine: Engine) -> None:
+    """The same body, "Order G28YEAUU shipped" then "Order A2UEQVE8 shipped": the codes'
+    digits alike (28), the labelled codes whole differ."""
+    body = ("Your parcel left our warehouse today and is on its way to you. You can follow "
+            "it in your account; the carrier delivers within three working days.\n")
+    engine.check(make_message(body, subject="Order G28YEAUU shipped",
+                              sender="orders@shop.example", message_id="<o1@shop.example>"))
+    other = engine.check(make_message(body, subject="Order A2UEQVE8 shipped",
+                                      sender="orders@shop.example",
+                                      message_id="<o2@shop.example>"))
+    assert other.kind is Kind.UNIQUE, verdict_value(other)
