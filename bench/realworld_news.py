@@ -875,16 +875,18 @@ def _note_over(rng: random.Random, ctx: rc.Context, name: str, i: int, notes: di
         note = f"Hi {me.first},\n\n{note}"
     o = rm.Original(ann, [me], moment, subject, original_text, message_id=mid)
     threaded = False
+    html_text = None
     if layout.startswith("forward_"):
         text = f"{note}\n\n{rm.forward_block(style, o)}\n{original_text}\n"
-    else:
-        text = rm.reply_text(style, note, o, rng)[0]
+    else:       # as the client sends it: plain, or plain and HTML (blockquote, Outlook)
+        text, html_text = rm.reply_text(style, note, o, rng)
         threaded = rng.random() < 0.6
     new_subject = rng.choice(subjects).format(s=subject) if keep_subject \
         else rng.choice(subjects)
     second = rc.compose(rng, sender=ann, to=[me], subject=new_subject,
                         moment=moment + dt.timedelta(hours=rng.randint(1, 120)),
-                        body=rm.text_part(text), mid=rm.message_id(rng, style, domain),
+                        body=rm.body_for(cl, rng, text, html_text),
+                        mid=rm.message_id(rng, style, domain),
                         rcpt=me.addr, envelope=ann.addr, client=cl,
                         in_reply_to=mid if threaded else None,
                         references=mid if threaded else None)
@@ -987,16 +989,18 @@ def own_message_additions(ctx: rc.Context, count: int) -> list[rc.Case]:
             note = f"{lead} {note}"
         o = rm.Original(ann, [me], moment, subject, original_text, message_id=mid)
         threaded = False
+        html_text = None
         if layout.startswith("forward_"):
             text = f"{note}\n\n{rm.forward_block(style, o)}\n{original_text}\n"
         else:
-            text = rm.reply_text(style, note, o, rng)[0]
+            text, html_text = rm.reply_text(style, note, o, rng)
             threaded = rng.random() < 0.6
         new_subject = rng.choice((f"Re: {subject}", f"AW: {subject}",
                                   rng.choice(_FOLLOW_UP_SUBJECTS_ML)))
         second = rc.compose(rng, sender=ann, to=[me], subject=new_subject,
                             moment=moment + dt.timedelta(hours=rng.randint(1, 120)),
-                            body=rm.text_part(text), mid=rm.message_id(rng, style, domain),
+                            body=rm.body_for(cl, rng, text, html_text),
+                            mid=rm.message_id(rng, style, domain),
                             rcpt=me.addr, envelope=ann.addr, client=cl,
                             in_reply_to=mid if threaded else None,
                             references=mid if threaded else None)

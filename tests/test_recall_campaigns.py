@@ -337,3 +337,19 @@ def test_order_codes_in_the_subject_alone_stay_data(engine: Engine) -> None:
                                       sender="orders@shop.example",
                                       message_id="<o2@shop.example>"))
     assert other.kind is Kind.UNIQUE, verdict_value(other)
+
+
+def test_a_follow_up_over_a_one_line_question_under_another_subject_is_a_copy(
+        engine: Engine) -> None:
+    """A question of 11 words, then "Any update?" over it quoted, under "Following up",
+    not in its thread.  Before: `fewer than 12 words on one side`."""
+    question = "Hi Bob,\n\nCan you send me the Q3 numbers by Friday?\n\nAnn\n"
+    engine.check(make_message(question, subject="Q3 numbers", sender="Ann Berg <ann@example.org>",
+                              message_id="<a1@example.org>"), ["bob@example.org"])
+    quoted = "\n".join("> " + line for line in question.splitlines())
+    again = engine.check(make_message(
+        f"Any update?\n\nOn Mon, 1 Dec 2026 at 10:00, Ann Berg <ann@example.org> wrote:\n"
+        f"{quoted}\n", subject="Following up", sender="Ann Berg <ann@example.org>",
+        message_id="<a2@example.org>"), ["bob@example.org"], record=False)
+    assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
+        verdict_value(again)

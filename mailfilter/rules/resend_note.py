@@ -12,6 +12,14 @@ from mailfilter.rules.pair import Judgement, Pair, RuleName, names_stored
 HELD = 0.9
 
 
+def _holds_short(pair: Pair) -> bool:
+    """A short stored text (under ``min_words``: never measured by resemblance) held
+    whole in the new one: each of its shingles there ("Any update?" over a one-line
+    question, under another subject)."""
+    return bool(pair.stored_sketch) and pair.stored_words < pair.settings.min_words \
+        and set(pair.stored_sketch) <= set(pair.new.sketch)
+
+
 class ResendNoteRule:
     name = RuleName.RESEND_NOTE
     description = ("the stored message's own sender sends it again under a short note that "
@@ -28,7 +36,8 @@ class ResendNoteRule:
         if not new.quoted and ((pair.containment_of_stored or 0.0) < HELD
                                or not names_stored(pair)):
             return None
-        if not (names_stored(pair) or new.subject == stored.subject or pair.alike):
+        if not (names_stored(pair) or new.subject == stored.subject or pair.alike
+                or _holds_short(pair)):
             return None
         return Judgement(NEAR_DUPLICATE, self.name, "resend", 1.0,
                          "its sender sends it again, with a note that says so")
