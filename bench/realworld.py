@@ -51,6 +51,12 @@ must be flagged (every judged message):
                               (Safe Links, URL Defense v2/v3, Mimecast), or forwarded whole as
                               an attachment (message/rfc822, an .eml file) under a note
 
+More categories in bench/realworld_news.py (the recall issue's situations; must stay unique:
+tracker_status_updates, disclaimer_short_notes, subject_only_data, bulk_notices_with_data,
+own_message_additions, tracker_comments; must be flagged: campaign_copies,
+note_over_original, resent_under_new_subject, campaign_tracked_copies,
+resend_notes_languages, follow_up_notes).
+
 Methods, each with a fresh state per case: dupfilter (``Engine.check`` with recording, LMDB
 in a temporary folder, default settings plus ``--set``; ``detector.aliases`` is set to a
 file written for the case when the setting exists); ``message-id`` (flag a Message-ID seen

@@ -1601,4 +1601,10 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in (
     Category("campaign_copies", FLAG, rn.campaign_copies),
     Category("note_over_original", FLAG, rn.note_over_original),
     Category("resent_under_new_subject", FLAG, rn.resent_under_new_subject),
+    Category("campaign_tracked_copies", FLAG, rn.campaign_tracked_copies),
+    Category("bulk_notices_with_data", UNIQUE, rn.bulk_notices_with_data),
+    Category("resend_notes_languages", FLAG, rn.resend_notes_languages),
+    Category("follow_up_notes", FLAG, rn.follow_up_notes),
+    Category("own_message_additions", UNIQUE, rn.own_message_additions),
+    Category("tracker_comments", UNIQUE, rn.tracker_comments),
 )}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Sequence
 
 import realworld_cases as rc
 import realworld_mail as rm
@@ -574,4 +575,529 @@ def resent_under_new_subject(ctx: rc.Context, count: int) -> list[rc.Case]:
         cases.append(rc.Case(name, i, prefix.strip() or "new subject", [
             rc.Delivery(first, sender.addr, [me.addr], None, subject),
             rc.Delivery(second, sender.addr, [me.addr], rc.FLAG, new_subject)]))
+    return cases
+
+
+# -- campaign_tracked_copies (flag) and bulk_notices_with_data (unique) --------------------
+
+_UPPER_DIGITS = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+
+def _random_code(rng: random.Random, style: str) -> str:
+    """A per-copy token as campaigns and ESPs write them (each mixes letters and digits)."""
+    while True:
+        if style == "ref":
+            code = f"{rm._alnum(rng, 4, _UPPER_DIGITS)}-{rm._alnum(rng, 4, _UPPER_DIGITS)}"
+        elif style == "hex":
+            code = rm._hex(rng, rng.choice((16, 24, 32)))
+        elif style == "uuid":
+            code = "-".join(rm._hex(rng, n) for n in (8, 4, 4, 4, 12))
+        else:
+            code = rm._alnum(rng, rng.randint(8, 14))
+        letters = sum(c.isalpha() for c in code)
+        digits = sum(c.isdigit() for c in code)
+        if letters >= 2 and digits >= 2:
+            return code
+
+
+_REF_LABELS = ("Ref: {}", "Reference: {}", "ID: {}", "Tracking #{}", "Tracking ID: {}",
+               "Your personal code: {}", "Offer ID {}", "Referenz: {}", "Réf. : {}",
+               "Mailing-ID: {}", "[{}]", "Msg-Id {}")
+_ESPS = (
+    ("mailchimp", [("X-Mailer", "MailChimp Mailer - **CID{cid}**"),
+                   ("X-Campaign", "mailchimp{cid}"), ("X-MC-User", "{user}")]),
+    ("sendgrid", [("X-SG-EID", "{eid}"), ("X-Entity-ID", "{user}")]),
+    ("mailgun", [("X-Mailgun-Sid", "{eid}"), ("X-Mailgun-Variables", '{{"cid": "{cid}"}}')]),
+    ("spam", [("X-Spam-Flag", "YES"), ("X-Spam-Status", "Yes, score=8.1 required=5.0"),
+              ("X-Mailer", "Mass Mailer Pro 4.1")]),
+    ("precedence", [("Precedence", "bulk")]),
+)
+
+
+def _tracked(rng: random.Random, host: str, kind: str) -> str:
+    """A per-recipient click-tracking link of one ESP."""
+    token = _random_code(rng, "alnum")
+    return {
+        "mailchimp": f"https://{host}.us{rng.randint(1, 21)}.list-manage.com/track/click?"
+                     f"u={rm._hex(rng, 25)}&id={rm._hex(rng, 10)}&e={rm._hex(rng, 10)}",
+        "sendgrid": f"https://u{rng.randint(10**6, 10**7)}.ct.sendgrid.net/ls/click?upn="
+                    f"{token}{rm._alnum(rng, 40)}",
+        "mailgun": f"http://email.{host}.com/c/{rm._alnum(rng, 60)}",
+        "spam": f"http://{host}.com/r/{token}/{rm._hex(rng, 12)}",
+        "precedence": f"https://{host}.com/t/{token}?utm_source=newsletter&uid={rm._hex(rng, 20)}",
+    }[kind]
+
+
+def _bulk_headers(rng: random.Random, kind: str, host: str, cid: str, eid: str,
+                  user: str) -> list[tuple[str, str]]:
+    """ESP headers and List-Unsubscribe of one copy (``eid``: this copy's own id)."""
+    template = dict(_ESPS)[kind]
+    out = [(name, value.format(cid=cid, eid=eid, user=user)) for name, value in template]
+    if kind != "spam" or rng.random() < 0.5:
+        out.append(("List-Unsubscribe", f"<https://{host}.com/unsubscribe/{eid}>, "
+                                        f"<mailto:unsubscribe-{eid}@{host}.com>"))
+        out.append(("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"))
+    return out
+
+
+def campaign_tracked_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """Two copies of one bulk campaign (spam, an ESP newsletter, a promotion) to one mailbox:
+    beside a random token in the subject or another sender local part, each copy's body
+    carries its own reference code ("Ref: 8XK2-99QZ", "ID: a81f…", "Tracking #…"), tracking
+    ids and per-recipient click-tracked links; plain text, HTML or both."""
+    name = "campaign_tracked_copies"
+    styles = ("ref_code", "hex_id", "uuid", "links_only", "html", "two_codes")
+    cases = []
+    for i in range(count):
+        rng = ctx.rng(name, i)
+        style = ctx.rotate(name, i, styles)
+        kind = rng.choice([k for k, _ in _ESPS])
+        host = rm._alnum(rng, rng.randint(6, 10), "abcdefghijklmnopqrstuvwxyz")
+        domain = f"{host}.{rng.choice(('com', 'net', 'biz', 'info'))}"
+        me = rm.make_person(rng)
+        subject = rng.choice(_PROMO_SUBJECTS)
+        subject_style = rng.choice(("padded", "after_punctuation", "random_token", "sender",
+                                    "same"))
+        paragraphs = ctx.pool.prose(rng, rng.choice((1, 2, 3)))
+        labels = rng.sample(_REF_LABELS, 2)
+        code_style = {"hex_id": "hex", "uuid": "uuid"}.get(style, rng.choice(("ref", "alnum")))
+        cid, user = rm._hex(rng, 10), rm._hex(rng, 25)
+        alternative = rng.random() < 0.5       # one structure for every copy
+        link_count = rng.randint(1, 3)
+        deliveries: list[rc.Delivery] = []
+        moment = rm.when(rng, rng.choice((2002, 2025)))
+        for k in range(2):
+            eid = rm._alnum(rng, 22)
+            codes = [_random_code(rng, code_style), _random_code(rng, "hex")]
+            links = [_tracked(rng, host, kind) for _ in range(link_count)]
+            lines = [f"Hello {me.first}," if rng.random() < 0 else "Hello,"]
+            lines += [rm.wrap([p], 72) for p in paragraphs]
+            lines.append(f"Click here: {links[0]}")
+            lines += [f"More: {link}" for link in links[1:]]
+            if style != "links_only":
+                lines.append(labels[0].format(codes[0]))
+            if style == "two_codes":
+                lines.append(labels[1].format(codes[1]))
+            lines.append(f"To be removed from our list, visit {_tracked(rng, host, kind)} or "
+                         f"reply with REMOVE to remove@{domain}")
+            text = "\n\n".join(lines) + "\n"
+            if style == "html":
+                html_text = "<html><body>" + "".join(
+                    f"<p>{rm.html_escape(line)}</p>" if "://" not in line else
+                    f'<p><a href="{line.split(" ", 2)[-1].split()[-1]}">Click here</a></p>'
+                    for line in lines) + \
+                    f'<img src="https://{host}.com/open/{eid}.gif" width="1" height="1">' \
+                    "</body></html>"
+                body = rm.multipart("alternative", [rm.text_part(text),
+                                                    rm.text_part(html_text, "html")],
+                                    rm.boundary(rng, "esp")) if alternative \
+                    else rm.text_part(html_text, "html", cte="quoted-printable")
+            else:
+                body = rm.text_part(text)
+            local = rm._alnum(rng, rng.randint(4, 9), "abcdefghijklmnopqrstuvwxyz0123456789") \
+                if subject_style == "sender" or k == 0 else deliveries[0].sender.split("@")[0]
+            sender = rm.Person(rng.choice(("", "Offers", "Customer Service")),
+                               f"{local}@{domain}")
+            moment += dt.timedelta(minutes=rng.randint(1, 600))
+            subj = subject if subject_style in ("sender", "same") \
+                else _campaign_subject(rng, subject, subject_style)
+            raw = rc.compose(rng, sender=sender, to=[me], subject=subj, moment=moment,
+                             body=body, mid=rm.message_id(rng, "other", domain), rcpt=me.addr,
+                             envelope=f"bounce-{eid}@{domain}",
+                             extra=_bulk_headers(rng, kind, host, cid, eid, user))
+            deliveries.append(rc.Delivery(raw, sender.addr, [me.addr], rc.FLAG if k else None,
+                                          f"{style}/{kind}/{subject_style}"))
+        cases.append(rc.Case(name, i, style, deliveries))
+    return cases
+
+
+def _notice_text(rng: random.Random, kind: str, data: dict, brand: str) -> list[str]:
+    """The lines of a transactional notice sent through an ESP (its data in ``data``)."""
+    if kind == "order":
+        return [f"Hi {data['first']},", "Thanks for your order! We're getting it ready.",
+                f"Order number: {data['order']}", f"Order date: {data['date']}",
+                f"{data['item']}  Qty 1  ${data['amount']}", f"Total: ${data['amount']}",
+                "We'll email you again when your order ships."]
+    if kind == "order_code":
+        return [f"Hello {data['first']},", f"Your {brand} order is confirmed.",
+                f"Order: {data['code']}", "Items: 1", "Delivery: 3-5 business days",
+                "Questions? Reply to this email and our team will help."]
+    if kind == "shipping":
+        return [f"Hi {data['first']},", f"Good news: part of order {data['order']} is on "
+                f"its way.", f"Estimated delivery: {data['date']}", "Carrier: UPS",
+                "Track your package in your account."]
+    if kind == "booking":
+        return [f"Dear {data['first']},", "Your booking is confirmed.",
+                f"Booking reference: {data['code']}", f"Check-in: {data['date']}",
+                f"Total paid: EUR {data['amount']}", "We look forward to welcoming you."]
+    if kind == "ticket":
+        return [f"Hi {data['first']},", f"Your request {data['key']} has been updated.",
+                f"Status: {data['status']}", "Reply to this email to add a comment.",
+                "The support team"]
+    return [f"Hi {data['first']},", f"Your invoice for {data['date']} is ready.",
+            f"Invoice number: INV-{data['order']}", f"Amount due: ${data['amount']}",
+            "It will be charged to the card on file."]
+
+
+def bulk_notices_with_data(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """Transactional notices sent through a bulk ESP (List-Unsubscribe, ESP headers, a
+    tracking id and click-tracked links of their own in each copy) whose meaningful data
+    differ: an order number, a labelled order code, an amount, a date, a ticket key, a
+    booking reference.  Each is a new notice, random-looking tokens or not."""
+    name = "bulk_notices_with_data"
+    kinds = ("order", "order_code", "shipping", "booking", "ticket", "invoice")
+    cases = []
+    for i in range(count):
+        rng = ctx.rng(name, i)
+        kind = ctx.rotate(name, i, kinds)
+        esp = rng.choice(("mailchimp", "sendgrid", "mailgun", "precedence"))
+        host = rm._alnum(rng, rng.randint(5, 9), "abcdefghijklmnopqrstuvwxyz")
+        brand = host.title()
+        me = rm.make_person(rng)
+        sender = rm.Person(brand, f"{rng.choice(('orders', 'hello', 'support', 'news'))}"
+                                  f"@{host}.com")
+        subject = {"order": "Your order is confirmed", "order_code": "Order confirmation",
+                   "shipping": "Your package is on its way", "booking": "Booking confirmed",
+                   "ticket": "Your request was updated", "invoice": "Your invoice"}[kind]
+        which = rng.choice(("all", "one"))
+        base = {"first": me.first, "order": str(rng.randint(10**5, 10**8)),
+                "code": _random_code(rng, "alnum")[:8].upper(),
+                "date": f"{rng.randint(1, 28)} {rng.choice(('March', 'April', 'May'))} 2025",
+                "item": rng.choice(("Wool socks", "Travel mug", "USB-C cable", "Notebook")),
+                "amount": f"{rng.randint(5, 400)}.{rng.randint(0, 99):02d}",
+                "key": f"SUP-{rng.randint(100, 9999)}",
+                "status": rng.choice(("Waiting for support", "In progress", "Resolved"))}
+        cid, user = rm._hex(rng, 10), rm._hex(rng, 25)
+        moment = rm.when(rng)
+        deliveries = []
+        for k in range(rng.randint(2, 3)):
+            data = dict(base)
+            if k:       # the next notice: every datum new, or only the key one
+                key_field = {"order": "order", "order_code": "code", "shipping": "date",
+                             "booking": "code", "ticket": "key", "invoice": "amount"}[kind]
+                fields = [key_field] if which == "one" else list(base)
+                for field in fields:
+                    if field == "first":
+                        continue
+                    if field in ("order",):
+                        data[field] = str(int(base[field]) + rng.randint(1, 5000) * k)
+                    elif field == "code":
+                        data[field] = _random_code(rng, "alnum")[:8].upper()
+                    elif field == "date":
+                        data[field] = f"{(int(base['date'].split()[0]) + k) % 28 + 1} " \
+                                      f"{base['date'].split(' ', 1)[1]}"
+                    elif field == "amount":
+                        data[field] = f"{rng.randint(5, 400)}.{rng.randint(0, 99):02d}"
+                    elif field == "key":
+                        data[field] = f"SUP-{int(base['key'][4:]) + k}"
+                    elif field == "status" and which == "all":
+                        data[field] = base[field] if kind != "ticket" else "Closed"
+            eid = rm._alnum(rng, 22)
+            lines = _notice_text(rng, kind, data, brand)
+            lines.append(f"View in your account: {_tracked(rng, host, esp)}")
+            lines.append(f"Message ID: {_random_code(rng, 'hex')}")
+            lines.append(f"You receive this email because you have an account with {brand}."
+                         f" Manage preferences: {_tracked(rng, host, esp)}")
+            text = "\n\n".join(lines) + "\n"
+            moment += dt.timedelta(hours=rng.randint(1, 200))
+            raw = rc.compose(rng, sender=sender, to=[me], subject=subject, moment=moment,
+                             body=rm.text_part(text), mid=rm.message_id(rng, "other",
+                                                                        f"{host}.com"),
+                             rcpt=me.addr, envelope=f"bounce-{eid}@{host}.com",
+                             extra=_bulk_headers(rng, esp, host, cid, eid, user))
+            deliveries.append(rc.Delivery(raw, sender.addr, [me.addr],
+                                          rc.UNIQUE if k else None, f"{kind}/{which}"))
+        cases.append(rc.Case(name, i, f"{kind}/{which}", deliveries))
+    return cases
+
+
+# -- resend_notes_languages and follow_up_notes (flag), own_message_additions (unique) -----
+
+RESEND_NOTES_BY_LANGUAGE = {
+    "en": ("Resending - my first email bounced back, apologies if you get it twice.",
+           "Re-sending this as my earlier email seems to have bounced. Sorry if it arrives "
+           "twice.",
+           "Sending again, the first one came back undelivered. Apologies for the duplicate."),
+    "de": ("Erneut gesendet - meine erste E-Mail kam als unzustellbar zurück, entschuldigen "
+           "Sie, falls Sie sie doppelt erhalten.",
+           "Ich schicke die Nachricht noch einmal, die erste ist leider zurückgekommen. "
+           "Sorry, falls sie doppelt ankommt.",
+           "Nochmals gesendet, da meine erste Mail nicht zugestellt werden konnte."),
+    "fr": ("Je renvoie ce message : mon premier e-mail m'est revenu. Désolé si vous le "
+           "recevez en double.",
+           "Nouvel envoi - mon premier message n'a pas été distribué, toutes mes excuses si "
+           "vous le recevez deux fois.",
+           "Je vous renvoie mon mail, le premier a été rejeté. Excusez le doublon."),
+    "es": ("Reenvío este correo: el primero fue devuelto. Disculpa si te llega dos veces.",
+           "Te lo vuelvo a enviar porque mi primer correo rebotó. Perdona si lo recibes "
+           "duplicado.",
+           "Reenviando - mi primer mensaje no llegó, disculpas si lo recibes dos veces."),
+    "nl": ("Opnieuw verzonden - mijn eerste e-mail kwam terug als onbestelbaar, excuses als "
+           "je hem dubbel krijgt.",
+           "Ik stuur dit nogmaals, mijn eerste mail is teruggekomen. Sorry als je hem twee "
+           "keer ontvangt.",
+           "Nogmaals verstuurd, de eerste mail is niet aangekomen."),
+    "it": ("Reinvio questa mail: la prima mi è tornata indietro, scusa se la ricevi due "
+           "volte.",
+           "Ti rimando il messaggio perché il primo non è stato recapitato. Scusa per il "
+           "doppione.",
+           "Invio di nuovo, la mia prima email è stata respinta. Mi scuso se arriva due "
+           "volte."),
+}
+_RESEND_SUBJECTS = ("{s}", "Fwd: {s}", "FW: {s}", "Re: {s}", "Resending: {s}", "RESEND: {s}",
+                    "WG: {s}", "TR: {s}", "RV: {s}", "I: {s}")
+_QUOTE_LAYOUTS = ("gmail", "outlook", "apple", "thunderbird", "forward_gmail",
+                  "forward_outlook", "forward_apple", "forward_thunderbird")
+
+
+def _note_over(rng: random.Random, ctx: rc.Context, name: str, i: int, notes: dict,
+               subjects: Sequence[str], keep_subject: bool) -> rc.Case:
+    """A message of its sender, then the same sender's note above it, quoted as a reply
+    to oneself (with In-Reply-To or not) or forwarded inline, in one client's layout."""
+    language = ctx.rotate(name, i, tuple(notes))
+    layout = rng.choice(_QUOTE_LAYOUTS)
+    org = rm.make_org(rng)
+    ann = org.people[0] if rng.random() < 0.6 else rm.make_person(rng)
+    me = rm.make_person(rng, rm.make_org(rng).domain)
+    style = layout.removeprefix("forward_")
+    cl = rm.CLIENTS[style]
+    moment = rm.when(rng)
+    own = ctx.pool.words_of_prose(rng, 15, 120)
+    original_text = f"Hi {me.first},\n\n{rm.wrap([own], cl.wrap)}\n\n{ann.first}"
+    subject = ctx.pool.subject(rng)
+    domain = ann.addr.split("@")[1]
+    mid = rm.message_id(rng, style, domain)
+    first = rc.compose(rng, sender=ann, to=[me], subject=subject, moment=moment,
+                       body=rm.text_part(original_text), mid=mid, rcpt=me.addr,
+                       envelope=ann.addr, client=cl)
+    note = rng.choice(notes[language]).format(first=me.first)
+    if rng.random() < 0.4:
+        note = f"Hi {me.first},\n\n{note}"
+    o = rm.Original(ann, [me], moment, subject, original_text, message_id=mid)
+    threaded = False
+    html_text = None
+    if layout.startswith("forward_"):
+        text = f"{note}\n\n{rm.forward_block(style, o)}\n{original_text}\n"
+    else:       # as the client sends it: plain, or plain and HTML (blockquote, Outlook)
+        text, html_text = rm.reply_text(style, note, o, rng)
+        threaded = rng.random() < 0.6
+    new_subject = rng.choice(subjects).format(s=subject) if keep_subject \
+        else rng.choice(subjects)
+    second = rc.compose(rng, sender=ann, to=[me], subject=new_subject,
+                        moment=moment + dt.timedelta(hours=rng.randint(1, 120)),
+                        body=rm.body_for(cl, rng, text, html_text),
+                        mid=rm.message_id(rng, style, domain),
+                        rcpt=me.addr, envelope=ann.addr, client=cl,
+                        in_reply_to=mid if threaded else None,
+                        references=mid if threaded else None)
+    return rc.Case(name, i, f"{language}/{layout}", [
+        rc.Delivery(first, ann.addr, [me.addr], None, subject),
+        rc.Delivery(second, ann.addr, [me.addr], rc.FLAG, f"{language} {layout}: "
+                                                          f"{new_subject}")])
+
+
+def resend_notes_languages(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """"Resending - my first email bounced back" in English, German, French, Spanish,
+    Dutch or Italian, above the sender's own message quoted with ``>`` as a reply to
+    oneself (Gmail, Outlook, Apple Mail, Thunderbird layouts) or forwarded inline; the
+    subject unchanged or with Fwd:/FW:/Re:/Resending:/RESEND:."""
+    name = "resend_notes_languages"
+    return [_note_over(ctx.rng(name, i), ctx, name, i, RESEND_NOTES_BY_LANGUAGE,
+                       _RESEND_SUBJECTS, True) for i in range(count)]
+
+
+FOLLOW_UP_NOTES_BY_LANGUAGE = {
+    "en": ("In case this got lost - see below.", "Any update on this?",
+           "Quick nudge on the message below, {first}. Did you have a chance to look?",
+           "Just following up on my email below. Any thoughts?",
+           "Gentle reminder about the below - let me know if you need anything else from me.",
+           "Bumping this up in case it slipped through the cracks."),
+    "de": ("Falls das untergegangen ist - siehe unten.", "Gibt es hierzu schon Neuigkeiten?",
+           "Kurze Erinnerung an meine Mail unten. Hattest du schon Gelegenheit, sie dir "
+           "anzusehen?", "Ich wollte noch einmal nachhaken, siehe meine Nachricht unten."),
+    "fr": ("Au cas où ce message se serait perdu, voir ci-dessous.",
+           "Avez-vous du nouveau à ce sujet ?",
+           "Petite relance concernant mon message ci-dessous. Avez-vous eu le temps d'y "
+           "jeter un œil ?", "Je me permets de vous relancer, voir mon e-mail ci-dessous."),
+    "es": ("Por si se ha perdido, ver abajo.", "¿Alguna novedad sobre esto?",
+           "Un pequeño recordatorio sobre mi correo de abajo. ¿Has podido revisarlo?",
+           "Solo quería hacer seguimiento de mi mensaje de abajo."),
+    "nl": ("Voor het geval dit is ondergesneeuwd, zie hieronder.",
+           "Is hier al nieuws over?",
+           "Even een herinnering aan mijn mail hieronder. Heb je er al naar kunnen kijken?",
+           "Ik wilde even navragen hoe het hiermee staat, zie hieronder."),
+    "it": ("Nel caso fosse andata persa, vedi sotto.", "Ci sono novità su questo?",
+           "Un piccolo promemoria sulla mia mail qui sotto. Hai avuto modo di guardarla?",
+           "Volevo solo sollecitare una risposta alla mail qui sotto."),
+}
+_FOLLOW_UP_SUBJECTS_ML = ("Following up", "Any update?", "Quick nudge", "Reminder",
+                          "Nachfrage", "Erinnerung", "Relance", "Seguimiento",
+                          "Recordatorio", "Herinnering", "Sollecito", "Checking in")
+
+
+def follow_up_notes(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """A short follow-up ("In case this got lost - see below", "Any update?", "Quick
+    nudge", in six languages) of the sender over the whole of its own earlier message,
+    quoted or forwarded, under another subject ("Following up", "Any update?")."""
+    name = "follow_up_notes"
+    return [_note_over(ctx.rng(name, i), ctx, name, i, FOLLOW_UP_NOTES_BY_LANGUAGE,
+                       _FOLLOW_UP_SUBJECTS_ML, False) for i in range(count)]
+
+
+_ADDITIONS = {
+    "en": "I forgot to mention one thing: {p}",
+    "de": "Eine Sache habe ich vergessen: {p}",
+    "fr": "J'ai oublié de préciser une chose : {p}",
+    "es": "Se me olvidó comentar una cosa: {p}",
+    "nl": "Eén ding vergat ik nog te melden: {p}",
+    "it": "Dimenticavo una cosa: {p}",
+}
+
+
+def own_message_additions(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """The sender writes again above its own earlier message (quoted as a reply, under
+    "Re:" or another subject) and ADDS something: a question, a correction of facts, a
+    new paragraph of 12-60 words, sometimes after a follow-up phrase ("Following up:
+    …").  A new message each time."""
+    name = "own_message_additions"
+    cases = []
+    for i in range(count):
+        rng = ctx.rng(name, i)
+        language = ctx.rotate(name, i, tuple(_ADDITIONS))
+        # Replies only: a forward that adds a paragraph over the whole original is the
+        # original again with a note (rule resent-original), a reply adds to a thread.
+        layout = rng.choice(_QUOTE_LAYOUTS[:4])
+        org = rm.make_org(rng)
+        ann = org.people[0]
+        me = rm.make_person(rng, rm.make_org(rng).domain)
+        style = layout.removeprefix("forward_")
+        cl = rm.CLIENTS[style]
+        moment = rm.when(rng)
+        own = ctx.pool.words_of_prose(rng, 15, 120)
+        original_text = f"Hi {me.first},\n\n{rm.wrap([own], cl.wrap)}" \
+                        f"\n\n{ann.first}"
+        subject = ctx.pool.subject(rng)
+        domain = ann.addr.split("@")[1]
+        mid = rm.message_id(rng, style, domain)
+        first = rc.compose(rng, sender=ann, to=[me], subject=subject, moment=moment,
+                           body=rm.text_part(original_text), mid=mid, rcpt=me.addr,
+                           envelope=ann.addr, client=cl)
+        added = ctx.pool.words_of_prose(rng, 12, 60)
+        note = _ADDITIONS[language].format(p=added)
+        if rng.random() < 0.4:
+            lead = rng.choice(FOLLOW_UP_NOTES_BY_LANGUAGE[language]).format(first=me.first)
+            note = f"{lead} {note}"
+        o = rm.Original(ann, [me], moment, subject, original_text, message_id=mid)
+        threaded = False
+        html_text = None
+        if layout.startswith("forward_"):
+            text = f"{note}\n\n{rm.forward_block(style, o)}\n{original_text}\n"
+        else:
+            text, html_text = rm.reply_text(style, note, o, rng)
+            threaded = rng.random() < 0.6
+        new_subject = rng.choice((f"Re: {subject}", f"AW: {subject}",
+                                  rng.choice(_FOLLOW_UP_SUBJECTS_ML)))
+        second = rc.compose(rng, sender=ann, to=[me], subject=new_subject,
+                            moment=moment + dt.timedelta(hours=rng.randint(1, 120)),
+                            body=rm.body_for(cl, rng, text, html_text),
+                            mid=rm.message_id(rng, style, domain),
+                            rcpt=me.addr, envelope=ann.addr, client=cl,
+                            in_reply_to=mid if threaded else None,
+                            references=mid if threaded else None)
+        cases.append(rc.Case(name, i, f"{language}/{layout}", [
+            rc.Delivery(first, ann.addr, [me.addr], None, subject),
+            rc.Delivery(second, ann.addr, [me.addr], rc.UNIQUE, f"{language} {layout}")]))
+    return cases
+
+
+# -- tracker_comments (unique) -------------------------------------------------------------
+
+_SHORT_COMMENTS = ("Any update on this?", "Bump.", "+1", "Still happening on 2.4.1.",
+                   "Same here.", "Is anyone working on this?", "Friendly ping.",
+                   "Gibt es hier Neuigkeiten?", "Any news?", "Closing as duplicate.",
+                   "Thanks, confirmed fixed.", "Can you share the logs?",
+                   "Reopening, see the last run.", "Moved to the next sprint.",
+                   "Following up on this - any update?", "Quick nudge on this one.")
+
+
+def tracker_comments(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """One issue's successive notifications (GitHub, Jira, Bugzilla) whose news is one
+    line or a short comment ("Any update on this?", "Bump.", "+1") above the issue's
+    description quoted with ``>``, sometimes the same words from another person ("+1",
+    "+1"): each comment is news."""
+    name = "tracker_comments"
+    formats = ("github", "jira", "bugzilla")
+    cases = []
+    for i in range(count):
+        rng = ctx.rng(name, i)
+        fmt = ctx.rotate(name, i, formats)
+        org = rm.make_org(rng)
+        me = rm.make_person(rng, org.domain)
+        people = org.people[:rng.randint(2, 5)]
+        title = ctx.pool.subject(rng)[:70]
+        description = "\n\n".join(rm.wrap([p], 72) for p in ctx.pool.prose(
+            rng, rng.choice((1, 2))))
+        number = rng.randint(10, 9000)
+        repo = f"{org.domain.split('.')[0]}/{rng.choice(('api', 'web', 'infra'))}"
+        key = f"{rng.choice(_PROJECTS)}-{number}"
+        host = f"{rng.choice(('jira', 'bugs'))}.{org.domain}"
+        thread = {"github": f"<{repo}/issues/{number}@github.com>",
+                  "jira": f"<JIRA.{rng.randint(10**5, 10**6)}.{rng.randint(10**12, 2 * 10**12)}"
+                          f"@{host}>",
+                  "bugzilla": f"<bug-{number}-{rng.randint(1, 9999)}@{host}/>"}[fmt]
+        comments = rng.sample(_SHORT_COMMENTS, rng.randint(3, 5))
+        if rng.random() < 0.5:      # the same words again from someone else ("+1", "+1")
+            at = rng.randrange(1, len(comments))
+            comments.insert(at, comments[at - 1])
+        actors = [rng.choice(people) for _ in comments]
+        for k in range(1, len(comments)):
+            if comments[k] == comments[k - 1] and actors[k] == actors[k - 1]:
+                actors[k] = next(p for p in org.people if p != actors[k - 1])
+        moment = rm.when(rng)
+        deliveries = []
+        for k, (comment, actor) in enumerate(zip(comments, actors, strict=True)):
+            moment += dt.timedelta(minutes=rng.randint(5, 3000))
+            quoted = rm.quote_lines(description)
+            if fmt == "github":
+                body = (f"{comment}\n\n> {title}\n>\n{quoted}\n\n—\nReply to this email "
+                        f"directly, view it on GitHub:\nhttps://github.com/{repo}/issues/"
+                        f"{number}#issuecomment-{rng.randint(10**9, 10**10)}\nYou are "
+                        f"receiving this because you are subscribed to this thread.\n\n"
+                        f"Message ID: <{repo}/issues/{number}/{rng.randint(10**9, 10**10)}"
+                        f"@github.com>\n")
+                sender = rm.Person(actor.name, "notifications@github.com")
+                subject = f"Re: [{repo}] {title} (Issue #{number})"
+                extra = [("X-GitHub-Reason", "subscribed"), ("X-GitHub-Sender",
+                                                              actor.first.lower()),
+                         ("List-ID", f"{repo} <{repo.replace('/', '.')}.github.com>"),
+                         ("List-Unsubscribe", f"<mailto:unsub+{rm._hex(rng, 40)}"
+                                              f"@reply.github.com>")]
+                envelope = "noreply@github.com"
+            elif fmt == "jira":
+                body = (f"{actor.name} commented on {key}:\n{'-' * 40}\n\n{comment}\n\n"
+                        f"> {title}\n> {'-' * len(title)}\n>\n{quoted}\n\n\n\n--\nThis "
+                        f"message was sent by Atlassian Jira\n(v9.4.5#940005-sha1:e3094934)\n")
+                sender = rm.Person(f"{actor.name} (Jira)", f"jira@{host}")
+                subject = f"[JIRA] ({key}) {title}"
+                extra = [("Auto-Submitted", "auto-generated"),
+                         ("X-JIRA-FingerPrint", rm._hex(rng, 32))]
+                envelope = f"jira@{host}"
+            else:
+                body = (f"https://{host}/show_bug.cgi?id={number}\n\n--- Comment #{k + 1} "
+                        f"from {actor.name} <{actor.addr}> ---\n{comment}\n\n(In reply to "
+                        f"comment #0)\n{quoted}\n\n-- \nYou are receiving this mail because:"
+                        f"\nYou are watching the assignee of the bug.\n")
+                sender = rm.Person(actor.name, f"bugzilla-daemon@{host}")
+                subject = f"[Bug {number}] {title}"
+                extra = [("Auto-Submitted", "auto-generated"),
+                         ("X-Bugzilla-Product", "Platform")]
+                envelope = f"bugzilla-daemon@{host}"
+            raw = rc.compose(rng, sender=sender, to=[me], subject=subject, moment=moment,
+                             body=rm.text_part(body), mid=rm.message_id(rng, "other",
+                                                                        envelope.split("@")[1]),
+                             rcpt=me.addr, envelope=envelope, in_reply_to=thread,
+                             references=thread, extra=extra)
+            deliveries.append(rc.Delivery(raw, envelope, [me.addr], rc.UNIQUE if k else None,
+                                          f"{fmt}: {comment}"))
+        cases.append(rc.Case(name, i, fmt, deliveries))
     return cases

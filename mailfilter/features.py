@@ -87,13 +87,15 @@ class Features(Value):
     attachments; text_bytes: characters of the whole decoded text (quotes included).
     automated: sent by a program (message.Message.automated).  is_reply: answers a
     message (In-Reply-To, or a Re: subject).  forwarded_from: key64 of the names and
-    addresses of the writers it forwards.
+    addresses of the writers it forwards.  resend_note: its own text is a note that it
+    sends its writer's message again.  notifier: sent by a tracker or program that says
+    so in its header (campaign.is_notifier: X-GitHub-*, X-JIRA-*, Auto-Submitted …).
     """
 
     __slots__ = ("sender", "sender_name", "sender_domain", "subject", "thread", "quoted",
                  "identifiers", "identifier_bits", "calendar", "attachments",
                  "attachment_bytes", "text_bytes", "automated", "is_reply", "forwarded_from",
-                 "resend_note")
+                 "resend_note", "notifier")
 
     def __init__(self, sender: int = 0, sender_name: int = 0, sender_domain: int = 0,
                  subject: int = 0, thread: tuple[int, ...] = (), quoted: int = 0,
@@ -101,12 +103,14 @@ class Features(Value):
                  calendar: CalendarSummary | None = None,
                  attachments: tuple[AttachmentSummary, ...] = (), attachment_bytes: int = 0,
                  text_bytes: int = 0, automated: bool = False, is_reply: bool = False,
-                 forwarded_from: tuple[int, ...] = (), resend_note: bool = False) -> None:
+                 forwarded_from: tuple[int, ...] = (), resend_note: bool = False,
+                 notifier: bool = False) -> None:
         init(self, sender=sender, sender_name=sender_name, sender_domain=sender_domain,
              subject=subject, thread=thread, quoted=quoted, identifiers=identifiers,
              identifier_bits=identifier_bits, calendar=calendar, attachments=attachments,
              attachment_bytes=attachment_bytes, text_bytes=text_bytes, automated=automated,
-             is_reply=is_reply, forwarded_from=forwarded_from, resend_note=resend_note)
+             is_reply=is_reply, forwarded_from=forwarded_from, resend_note=resend_note,
+             notifier=notifier)
 
     @property
     def attachment_share(self) -> float:
@@ -118,7 +122,8 @@ class Features(Value):
         calendar = self.calendar
         flags = (1 if self.identifier_bits else 0) | (2 if calendar else 0) | \
             (4 if self.automated else 0) | (8 if self.is_reply else 0) | \
-            (16 if self.forwarded_from else 0) | (32 if self.resend_note else 0)
+            (16 if self.forwarded_from else 0) | (32 if self.resend_note else 0) | \
+            (64 if self.notifier else 0)
         method = (calendar.method.encode("ascii", "replace")[:16] if calendar else b"")
         parts = [
             _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_name,
@@ -187,7 +192,7 @@ class Features(Value):
         return cls(sender, sender_name, sender_domain, subject, thread, quoted, identifiers,
                    identifier_bits, calendar, tuple(attachments), attachment_bytes,
                    text_bytes, bool(flags & 4), bool(flags & 8), forwarded_from,
-                   bool(flags & 32))
+                   bool(flags & 32), bool(flags & 64))
 
 
 EMPTY = Features()
@@ -257,5 +262,6 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
         forwarded_from=tuple(dict.fromkeys(
             name_key(name) for name in message.forwarded_from))[:MAX_FORWARDED],
         resend_note=message.resend_note,
+        notifier=message.notifier,
     )
 

@@ -22,6 +22,7 @@ import xxhash
 if TYPE_CHECKING:
     import numpy as np
 
+from mailfilter.campaign import subject_without_tokens
 from mailfilter.features import (
     EMPTY,
     Features,
@@ -422,8 +423,11 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
         if not is_calendar(attachment.content_type, attachment.filename):
             chunks.extend(chunk_digests(attachment.data, chunk_average))
     sampled = sorted(set(chunks))[:chunk_sample] if chunks else []
-    names = identifiers(message.text, message.subject,
-                        None if stop else tokens)
+    # (campaign.py: a campaign's random tokens are no data, labelled codes count whole)
+    subject, codes = (message.subject, ()) if message.notifier \
+        else subject_without_tokens(message.subject)
+    names = identifiers(message.text, subject, None if stop else tokens)
+    names += message.codes + codes
     # An invitation is its event: the same event in the same version is the same message
     # whatever its text (a resend may come with an empty body, or another client's).
     digest = text_digest("" if calendar_key else message.text, attachment_digests,

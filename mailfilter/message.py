@@ -19,6 +19,7 @@ import re
 import xxhash
 
 from mailfilter.boilerplate import split_boilerplate
+from mailfilter.campaign import is_bulk, is_notifier, without_campaign_tokens
 from mailfilter.features import CalendarSummary
 from mailfilter.invitations import CALENDAR_TYPES, calendar_summary, is_calendar
 from mailfilter.normalise import (
@@ -28,6 +29,7 @@ from mailfilter.normalise import (
     display_name,
     first_values,
     gateway_link_is_whole,
+    is_follow_up_note,
     is_forward_subject,
     is_reply_subject,
     is_resend_note,
@@ -125,12 +127,15 @@ class Message(Value):
     of the writers of the messages it forwards (their header blocks' From:), those with
     text of their own.  attached: the raw messages it carries whole (message/rfc822
     parts, .eml attachments: a forward as an attachment), each fingerprinted on its own.
+    notifier: a tracker's or a program's (mailfilter/campaign.py).  codes: the codes of
+    letters and digits a label names as data ("Order: G28YEAUU"), whole, lower case.
     """
 
     __slots__ = ("message_id", "date", "raw_body", "text", "quoted", "boilerplate",
                  "attachments", "defects", "headers", "whole_body", "sender", "sender_name",
                  "subject", "thread", "text_length", "calendar", "automated",
-                 "forwarded_from", "attached", "resend_note", "_prepared")
+                 "forwarded_from", "attached", "resend_note", "notifier", "codes",
+                 "_prepared")
 
     def __init__(self, message_id: str | None, date: str | None, raw_body: bytes, text: str,
                  quoted: str = "", boilerplate: str = "",
@@ -140,14 +145,15 @@ class Message(Value):
                  thread: tuple[str, ...] = (), text_length: int = 0,
                  calendar: CalendarSummary | None = None, automated: bool = False,
                  forwarded_from: tuple[str, ...] = (), prepared: Prepared | None = None,
-                 attached: tuple[bytes, ...] = (), resend_note: bool = False) -> None:
+                 attached: tuple[bytes, ...] = (), resend_note: bool = False,
+                 notifier: bool = False, codes: tuple[str, ...] = ()) -> None:
         init(self, message_id=message_id, date=date, raw_body=raw_body, text=text,
              quoted=quoted, boilerplate=boilerplate, attachments=attachments,
              defects=defects, headers=headers, whole_body=whole_body, sender=sender,
              sender_name=sender_name, subject=subject, thread=thread,
              text_length=text_length, calendar=calendar, automated=automated,
              forwarded_from=forwarded_from, attached=attached, resend_note=resend_note,
-             _prepared=prepared)
+             notifier=notifier, codes=codes, _prepared=prepared)
 
     @property
     def prepared(self) -> Prepared:
@@ -654,8 +660,20 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     parts, writers, quoted, forwarded_from = _own_parts(full, subject, signer)
     prepared, boilerplate = _cleaned(parts, writers, full)
     prepared = _links_to_sites(prepared)
+    sender = address_of(sender_field)
+    automated = _automated(headers, sender)
+    notifier, bulk = automated or is_notifier(headers), is_bulk(headers)
+    codes: tuple[str, ...] = ()
+    if not notifier:
+        # Step: a campaign's per-copy codes and tracking ids are no data (campaign.py);
+        # a tracker's or a program's ids are.
+        prepared, codes = without_campaign_tokens(prepared, bulk)
     text = prepared.text
-    resend_note = bool(quoted) and is_resend_note(text)
+    # (A tracker's or a program's comment "Any update?" over the issue it quotes is news.)
+    # A follow-up ("Any update?") only over a quote alone: over a forward, what it
+    # forwards is its message.
+    resend_note = bool(quoted) and not notifier and (is_resend_note(text) or (
+        not forwarded_from and is_follow_up_note(text)))
     if resend_note:
         # Only "resending: the first one bounced" above a quoted message: the message it
         # sends is the quoted one, and that is what it is compared as.
@@ -665,7 +683,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         # The note above the message it re-sends, pasted whole (a newsletter re-sent with
         # a correction, "sending this again" over one's own text): compared as it is, the
         # note marks it (rule resent-original).
-        resend_note = opens_with_resend_note(text)
+        resend_note = opens_with_resend_note(text, bool(forwarded_from)) and not notifier
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
     calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None
@@ -673,7 +691,6 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         # Text-less HTML (image-only spam): let its markup make the digest and chunks.
         collector.attachments.append(Attachment("text/html", None,
                                                 b"".join(collector.html_sources)))
-    sender = address_of(sender_field)
     return Message(
         message_id=headers.get("message-id") or None,
         date=headers.get("date") or None,
@@ -691,11 +708,13 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         thread=thread_ids(headers.get("references", ""), headers.get("in-reply-to", "")),
         text_length=len(full_text),
         calendar=calendar,
-        automated=_automated(headers, sender),
+        automated=automated,
         forwarded_from=forwarded_from,
         prepared=prepared,
         attached=tuple(collector.attached),
         resend_note=resend_note,
+        notifier=notifier,
+        codes=codes,
     )
 
 

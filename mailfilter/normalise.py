@@ -59,7 +59,8 @@ def first_values(fields: list[tuple[str, str]]) -> dict[str, str]:
 REPLY_PREFIXES = ("re", "aw", "antw", "sv", "vs", "rif", "r", "odp", "res")
 FORWARD_PREFIXES = ("fwd", "fw", "wg", "tr", "doorst", "vb", "rv", "enc", "pd")
 # Words a sender puts before a message sent again or corrected.
-RESEND_PREFIXES = ("resend", "resent", "reminder", "updated", "update", "correction",
+RESEND_PREFIXES = ("resend", "resent", "resending", "re-send", "re-sending", "reminder",
+                   "updated", "update", "correction",
                    "corrected", "korrektur", "berichtigung", "rectificatif", "corrección",
                    "fyi")
 RESEND_MARKS = ("corrected", "correction", "updated", "update", "resend", "resent",
@@ -287,7 +288,8 @@ def link_site(match: re.Match[str]) -> str:
     return site
 
 
-# What a writer puts above their own message when they send it again.
+# What a writer puts above their own message when they send it again (read in lower case:
+# IGNORECASE made the search three times slower).
 RESEND_NOTE_WORDS = 40
 _RESEND_NOTE = Pattern(
     r"\b(?:re-?send(?:ing)?|re-?sent|sending (?:this |it )?again|send(?:ing)? (?:this |it )?"
@@ -296,10 +298,53 @@ _RESEND_NOTE = Pattern(
     r"(?:get|got|receive) (?:it|this) twice|bump(?:ing)? (?:this|it)|(?:did not|didn't|"
     r"never) hear(?:d)? back|(?:did|have) you "
     r"(?:see|get|receive) my (?:message|e-?mail|note)|erneut gesendet|noch ?mal gesendet"
-    r"|renvoi|here it is again|correct(?:ed|ion)[^.\n]{0,40}\b(?:below|again))\b",
-    re.IGNORECASE)
-
-_RESEND_NOTE_LOWER = Pattern(_RESEND_NOTE.source)
+    r"|renvoi|here it is again|correct(?:ed|ion)[^.\n]{0,40}\b(?:below|again)"
+    # the same in English words more, and in German, French, Spanish, Dutch and Italian:
+    r"|came back(?: to me)? undelivered|undeliver(?:able|ed)|(?:apologies|sorry) for the "
+    r"duplicate|(?:arrives?|get|receive) (?:it |this )?(?:twice|two times)"
+    r"|erneut (?:ge)?(?:sendet|schickt|verschickt)|(?:noch ?(?:ein)?mal|nochmals|erneut) "
+    r"(?:ge)?(?:sendet|schickt|senden|schicken|verschickt)|schicke [^.\n]{0,30}noch ?(?:ein)?"
+    r"mal|(?:sende|schicke)[^.\n]{0,30}(?:noch ?(?:ein)?mal|erneut)|unzustellbar"
+    r"|zurückgekommen|nicht zugestellt|doppelt (?:erhalten|bekommen|ankommt|ankommen)"
+    r"|je (?:vous |te )?renvoie|renvoy(?:er|é|ée)|nouvel envoi|m'est revenu"
+    r"|n'a pas été (?:distribué|remis)|non distribué"
+    r"|(?:recevez|reçois|receviez|recevrez) [^.\n]{0,20}(?:en double|deux fois)|le doublon"
+    r"|reenv[ií](?:o|ando|ar|ado)|vuelvo a (?:enviar|mandar)|rebot(?:ó|o|ado)|fue devuelto"
+    r"|no se entregó|no llegó"
+    r"|(?:llega|recibes|recibe|reciba[s]?) (?:dos veces|duplicado)"
+    r"|opnieuw (?:verzonden|verstuurd|gestuurd)|nogmaals (?:verzonden|verstuurd|gestuurd)"
+    r"|stuur[^.\n]{0,30}(?:nogmaals|opnieuw)|onbestelbaar|teruggekomen|kwam terug"
+    r"|niet (?:afgeleverd|bezorgd)"
+    r"|(?:dubbel|twee keer) (?:krijgt|ontvangt)"
+    r"|reinvi(?:o|ata|ato|are)|(?:ti|vi|le|gli) rimando|invi(?:o|ata|ato) di nuovo"
+    r"|tornat[ao] indietro|non è stat[ao] (?:recapitat|consegnat)[ao]|respint[ao]"
+    r"|rimbalzat[ao]"
+    r"|(?:ricevi|riceve|arriva) due volte|doppione)\b")
+# A follow-up over one's own earlier message ("Any update?", "Quick nudge", "In case this
+# got lost – see below"): weaker words than a resend's, so every sentence of the note must
+# say it (a reply that adds anything else is a reply).
+FOLLOW_UP_WORDS = 30
+_FOLLOW_UP = Pattern(
+    r"\b(?:in case (?:this|it|my (?:e-?mail|message|note|mail))[^.\n]{0,20}\b(?:lost|buried|"
+    r"missed|slipped)|any (?:update|news|thoughts|word|feedback)|(?:quick|gentle|friendly|"
+    r"small|little) (?:nudge|reminder|ping|bump|follow-?up)|nudg(?:e|ing)|follow(?:ing)?[ -]up"
+    r"|checking in|bump(?:ing)?|slipped through|(?:had|have|get|got) a chance to (?:look|"
+    r"review|read|check)|let me know (?:what you think|if you need)|(?:my|the) (?:e-?mail|"
+    r"message|note|mail) below|see below|ping(?:ing)?|circl(?:e|ing) back|chas(?:e|ing)"
+    r"|top of your inbox|make sure you (?:saw|got|received|see)|reminder"
+    r"|untergegangen|neuigkeiten|erinnerung|nachhak\w*|nachfrag\w*|gelegenheit|zeit gehabt"
+    r"|etwas neues|siehe unten|meine (?:mail|e-mail|nachricht) unten"
+    r"|au cas où|se serait perdu|du nouveau|des nouvelles|relance|relancer|rappel|ci-dessous"
+    r"|reviens vers (?:vous|toi)"
+    r"|eu le temps|jeter un (?:œil|oeil|coup d'(?:œil|oeil))"
+    r"|por si se (?:ha )?perdido|novedad(?:es)?|recordatorio|seguimiento|has podido|pudiste"
+    r"|(?:ver|mira) abajo|de abajo"
+    r"|ondergesneeuwd|nieuws over|nog nieuws|herinnering|navragen|hoe het (?:hier)?mee staat"
+    r"|hieronder|kunnen kijken|tijd gehad"
+    r"|andat[ao] pers[ao]|novità|promemoria|ti ricordo|sollecit(?:o|are|arti)|vedi sotto"
+    r"|qui sotto"
+    r"|avuto modo)\b")
+_SENTENCES = Pattern(r"[^.!?;:\n¿¡]+")
 
 
 def is_resend_note(text: str) -> bool:
@@ -308,15 +353,31 @@ def is_resend_note(text: str) -> bool:
     # (Split at most that many times: a long text is not split whole to be counted.)
     if len(text.split(None, RESEND_NOTE_WORDS)) > RESEND_NOTE_WORDS:
         return False
-    if text.isascii():      # the pattern is lower case: case-sensitive on a lowered copy
-        return _RESEND_NOTE_LOWER.get().search(text.lower()) is not None  # (twice as fast)
-    return _RESEND_NOTE.get().search(text) is not None
+    return _RESEND_NOTE.get().search(text.lower()) is not None    # the pattern is lower case
 
 
-def opens_with_resend_note(text: str) -> bool:
+def is_follow_up_note(text: str) -> bool:
+    """``text`` is a short follow-up and nothing more: at most ``FOLLOW_UP_WORDS`` words,
+    every sentence of four words or more (a greeting, "Thanks!", a name are shorter) says
+    it follows up, and one at least does."""
+    if len(text.split()) > FOLLOW_UP_WORDS:
+        return False
+    follow_up = _FOLLOW_UP.get()
+    said = False
+    for sentence in _SENTENCES.get().findall(text.lower()):
+        if follow_up.search(sentence):
+            said = True
+        elif len(sentence.split()) >= 4:
+            return False
+    return said
+
+
+def opens_with_resend_note(text: str, follow_up: bool = False) -> bool:
     """``text`` opens with a short paragraph saying it sends something again ("We are
     re-sending this issue because …", "Bumping this to the top of your inbox") above more
-    text: the message it re-sends, pasted under the note."""
+    text: the message it re-sends, pasted under the note.  ``follow_up``: a follow-up
+    ("In case this got lost – see below") counts too (over a forwarded message: what
+    is pasted under a follow-up may be anything)."""
     first = _NOT_SPACE.search(text)
     if first is None:
         return False
@@ -324,7 +385,8 @@ def opens_with_resend_note(text: str) -> bool:
     end = text.find("\n\n", start)
     if end < 0 or _NOT_SPACE.search(text, end) is None:
         return False
-    return is_resend_note(text[start:end])
+    lead = text[start:end]
+    return is_resend_note(lead) or (follow_up and is_follow_up_note(lead))
 
 
 _NOT_SPACE = re.compile(r"\S")

@@ -40,9 +40,12 @@ _QUOTED_LINES = Pattern(r"\n((?:[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z))+)")
 # of a line first (where the keyword scan found one), then checked on that line (or that
 # line and the one above: Gmail wraps a long attribution).
 _VERBS = r"wrote|writes|schrieb|a écrit|escribió|schreef|ha scritto|escreveu|skrev|napisał"
-_ATTRIBUTION_END = Pattern(rf"(?:{_VERBS})[ \t\xa0]*:[ \t]*$", _M | _I)
+# German and Dutch clients put the writer after the verb ("Am 3.11.2026 um 10:00 schrieb
+# Ann Berg <ann@example.org>:", "Op 3 nov. 2026 om 10:00 schreef Ann Berg:").
+_NAME_AFTER = r"(?:schrieb|schreef)[ \t\xa0][^\n:]{1,150}?"
+_ATTRIBUTION_END = Pattern(rf"(?:{_NAME_AFTER}|{_VERBS})[ \t\xa0]*:[ \t]*$", _M | _I)
 _ATTRIBUTION = Pattern(
-    rf"[ \t]*(?:(?:on|am|le|el|op|il|em|den|dnia)\b.{{0,200}}?\b(?:{_VERBS})"
+    rf"[ \t]*(?:(?:on|am|le|el|op|il|em|den|dnia)\b.{{0,200}}?\b(?:{_NAME_AFTER}|{_VERBS})"
     r"|.{0,120}?\b(?:wrote|writes))[ \t\xa0]*:[ \t]*", _I | re.DOTALL)
 _ATTRIBUTION_START = Pattern(r"[ \t]*(?:on|am|le|el|op|il|em|den|dnia)\b", _I)
 _OUTLOOK_ORIGINAL = Pattern(

@@ -23,6 +23,7 @@ from mailfilter.rules.digest import DigestRule
 from mailfilter.rules.histogram import HistogramRule
 from mailfilter.rules.identifiers import IdentifiersRule
 from mailfilter.rules.message_id import MessageIdRule
+from mailfilter.rules.notifier import NotifierRule
 from mailfilter.rules.reply import ReplyRule
 from mailfilter.rules.resend import ResendRule
 from mailfilter.rules.resend_note import ResendNoteRule
@@ -314,3 +315,25 @@ def test_subject_rule() -> None:
     assert decided.note == ("resemblance 0.50 below 0.70 (same sender domain, another "
                             "subject, another thread)")
     assert SubjectRule().judge(pair(stored=BOB, resemblance=0.5)) is None
+
+
+# -- notifier ------------------------------------------------------------------------------
+
+GITHUB = Features(sender=key64("notifications@github.com"), sender_name=key64("Dave"),
+                  sender_domain=key64("github.com"), subject=key64("crash (#12)"),
+                  notifier=True)
+
+
+def test_notifier_a_trackers_same_words_from_another_person_are_unique() -> None:
+    """"+1" from Carol after "+1" from Dave, same text: before, a digest duplicate."""
+    carol = replace(GITHUB, sender_name=key64("Carol"))
+    judgement = NotifierRule().judge(pair(fingerprint(digest=DIGEST, features=carol),
+                                          stored_digest=DIGEST, stored=GITHUB))
+    assert judgement is not None and judgement.kind is UNIQUE
+
+
+def test_notifier_passes_the_same_person_and_people_writing_themselves() -> None:
+    """The same actor again, and a person whose display name differs between clients."""
+    assert NotifierRule().judge(pair(fingerprint(features=GITHUB), stored=GITHUB)) is None
+    renamed = replace(ALICE, sender_name=key64("Berg, Alice"))
+    assert NotifierRule().judge(pair(fingerprint(features=renamed), stored=ALICE)) is None

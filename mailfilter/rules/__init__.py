@@ -21,6 +21,7 @@ from mailfilter.rules.digest import DigestRule
 from mailfilter.rules.histogram import HistogramRule
 from mailfilter.rules.identifiers import IdentifiersRule
 from mailfilter.rules.message_id import MessageIdRule
+from mailfilter.rules.notifier import NotifierRule
 from mailfilter.rules.pair import Judgement, Pair, Rule, RuleName
 from mailfilter.rules.reply import ReplyRule
 from mailfilter.rules.resend import ResendRule
@@ -40,6 +41,7 @@ RULES: tuple[Rule, ...] = (
     CalendarRule(),
     ResendNoteRule(),
     ReplyRule(),
+    NotifierRule(),
     AttachmentsRule(),
     ResentOriginalRule(),
     IdentifiersRule(),

@@ -27,6 +27,7 @@ class RuleName(StrEnum):
     CALENDAR = "calendar"
     RESEND_NOTE = "resend-note"
     REPLY = "reply"
+    NOTIFIER = "notifier"
     ATTACHMENTS = "attachments"
     IDENTIFIERS = "identifiers"
     DIGEST = "digest"

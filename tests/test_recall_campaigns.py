@@ -1,0 +1,355 @@
+"""Recall on real copies, part two (issue 23): a bulk campaign's copies whose bodies carry
+per-copy codes and tracking ids are one campaign; a resend note or a short follow-up in
+another language above one's own quoted message is that message again; a tracker's short
+comment over the issue it quotes, a reply that adds content, and bulk notices whose real
+data differ stay new."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import make_message
+
+from mailfilter.campaign import is_bulk, random_looking
+from mailfilter.engine import Engine
+from mailfilter.headers import verdict_value
+from mailfilter.names import Kind
+
+PROMO = """Hello,
+
+Our spring sale starts today and runs through the weekend only. Every item in the garden
+range is reduced, and orders above fifty dollars ship free to any address in the country.
+Members get early access to the new outdoor furniture line before anyone else.
+
+Shop now: https://click.mailer.example/ls/click?upn={link}
+
+{label} {code}
+
+You receive this because you signed up at our store. Unsubscribe:
+https://mailer.example/u/{link}
+"""
+BULK = {"List-Unsubscribe": "<https://mailer.example/unsubscribe/x>",
+        "X-Mailgun-Sid": "WyI0ZDEyYiIsICJib2JAZXhhbXBsZS5uZXQiXQ=="}
+
+
+def promo(code: str, link: str, label: str = "Ref:", headers: dict | None = None,
+          message_id: str = "<p@mailer.example>", subject: str = "Spring sale") -> bytes:
+    return make_message(PROMO.format(code=code, link=link, label=label), subject=subject,
+                        sender="offers@mailer.example", message_id=message_id,
+                        headers=BULK if headers is None else headers)
+
+
+@pytest.mark.parametrize("headers", [BULK, {}], ids=["bulk", "spam without bulk headers"])
+@pytest.mark.parametrize(("label", "first", "second"), [
+    ("Ref:", "8XK2-99QZ", "Q7PM-3K4W"),
+    ("ID:", "a81f3c9e2b7d4e10", "0c4d9e7f13a2b855"),
+    ("Tracking #", "X7KQ92LZ3P", "M3ZR8T1KQ6"),
+    ("Mailing-ID:", "3f2a9c1e-7b4d-4e8f-9a01-5c6d7e8f9a0b",
+     "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a")])
+def test_a_campaigns_copy_with_its_own_codes_in_the_body_is_a_duplicate(
+        engine: Engine, label: str, first: str, second: str, headers: dict) -> None:
+    """Each copy's reference code, tracking id and tracked links differ.  Before: `same
+    text ... but identifiers differ` or shingles below the threshold: unique."""
+    engine.check(promo(first, "Zk29aQ1x", label, headers=headers,
+                       message_id="<p1@mailer.example>"))
+    again = engine.check(promo(second, "Bc81LmQ4", label, headers=headers,
+                               message_id="<p2@mailer.example>", subject="Spring sale 4k2j9x"))
+    assert again.kind is not Kind.UNIQUE, verdict_value(again)
+
+
+@pytest.mark.parametrize("label", ["Booking", "Your activation code:", "Gift card code",
+                                   "Order number"])
+def test_labelled_codes_outside_bulk_mail_stay_data(engine: Engine, label: str) -> None:
+    """Mail not sent in bulk: a code its label names (a booking, an activation code, a
+    gift card) is its data.  Fails if every random-looking token is set aside."""
+    engine.check(promo("8XK2-99QZ", "Zk29aQ1x", label, headers={},
+                       message_id="<b1@mailer.example>"))
+    other = engine.check(promo("Q7PM-3K4W", "Zk29aQ1x", label, headers={},
+                               message_id="<b2@mailer.example>"))
+    assert other.kind is Kind.UNIQUE, verdict_value(other)
+
+
+SIGN_IN = """Hello,
+
+Someone is trying to sign in to your account from a new device. Enter this code on the
+sign-in page to continue. It expires in ten minutes and can be used once.
+
+Your verification code:
+
+    {code}
+
+If this was not you, change your password now and contact our support team.
+"""
+
+
+def test_a_code_alone_under_its_label_stays_data(engine: Engine) -> None:
+    """The code on its own line under "Your verification code:" is labelled too: two
+    sign-in mails are two."""
+    for number, code in enumerate(("X7K2PQ9Z", "M4RT8W2K")):
+        verdict = engine.check(make_message(SIGN_IN.format(code=code), subject="Sign-in code",
+                                            sender="security@bank.example",
+                                            message_id=f"<s{number}@bank.example>"))
+    assert verdict.kind is Kind.UNIQUE, verdict_value(verdict)
+
+
+ORDER = """Hi Stephanie,
+
+Your Rskjl order is confirmed and we are getting it ready.
+
+Order: {code}
+
+Items: 1
+Total: ${amount}
+Delivery: 3-5 business days
+
+Questions? Reply to this email and our team will help.
+Message ID: {tracking}
+"""
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    (("A2UEQVE8", "24.00"), ("G28YEAUU", "24.00")),     # the codes' digits alike: 28
+    (("A2UEQVE8", "24.00"), ("A2UEQVE8", "31.50"))])    # one amount changed
+def test_bulk_order_confirmations_whose_order_or_amount_differ_stay_unique(
+        engine: Engine, first: tuple[str, str], second: tuple[str, str]) -> None:
+    """An ESP-sent notice (List-Unsubscribe) with its own tracking id per copy: a labelled
+    order code and an amount are data.  Fails if every random-looking token is set aside,
+    or if a labelled code counts by its digits alone."""
+    engine.check(make_message(ORDER.format(code=first[0], amount=first[1],
+                                           tracking="5f1c2d3e4a5b6c7d8e9f"),
+                              subject="Order confirmation", sender="hello@rskjl.example",
+                              message_id="<o1@rskjl.example>", headers=BULK))
+    other = engine.check(make_message(ORDER.format(code=second[0], amount=second[1],
+                                                   tracking="0a9b8c7d6e5f4a3b2c1d"),
+                                      subject="Order confirmation",
+                                      sender="hello@rskjl.example",
+                                      message_id="<o2@rskjl.example>", headers=BULK))
+    assert other.kind is Kind.UNIQUE, verdict_value(other)
+
+
+@pytest.mark.parametrize("token", ["8XK2-99QZ", "a81f3c9e2b7d4e10", "X7KQ92LZ3P", "5CDF-NMT3",
+                                   "3f2a9c1e-7b4d-4e8f-9a01-5c6d7e8f9a0b"])
+def test_random_looking_tokens(token: str) -> None:
+    """Campaign codes and tracking ids look random."""
+    assert random_looking(token)
+
+
+@pytest.mark.parametrize("token", ["web03", "x86_64", "SHA256", "covid19", "INV-0042",
+                                   "2026-12-01", "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+                                   "ubuntu22", "B2B", "Q3", "Win10Pro"])
+def test_data_does_not_look_random(token: str) -> None:
+    """Hosts, names with a number, dates, a commit id of 40 hex digits are data."""
+    assert not random_looking(token)
+
+
+def test_a_short_hex_run_is_a_commit_outside_bulk_mail() -> None:
+    """"3f9a2c1e7b" in a CI notice is the commit; in bulk mail an 8-15 digit hex id is a
+    tracking id (trackers and programs are never bulk)."""
+    assert not random_looking("3f9a2c1e7b", bulk=False)
+    assert random_looking("3f9a2c1e7b", bulk=True)
+
+
+def test_bulk_means_sent_in_bulk_and_not_by_a_tracker() -> None:
+    """A newsletter's List-Unsubscribe is bulk; GitHub's (with X-GitHub-*) and a
+    discussion list's (List-Post) are not."""
+    assert is_bulk({"list-unsubscribe": "<x>"})
+    assert is_bulk({"precedence": "bulk"})
+    assert is_bulk({"x-sg-eid": "abc"})
+    assert not is_bulk({"list-unsubscribe": "<x>", "x-github-reason": "subscribed"})
+    assert not is_bulk({"list-unsubscribe": "<x>", "list-post": "<mailto:l@x>"})
+    assert not is_bulk({"auto-submitted": "auto-generated", "precedence": "bulk"})
+    assert not is_bulk({})
+
+
+# -- resend notes and follow-ups in other languages ----------------------------------------
+
+ANNOUNCEMENT = """Hello team,
+
+the quarterly review of the storage cluster is moved to Thursday afternoon because the
+vendor engineer can only join then. We will go through the capacity plan, the failed disk
+replacements of last month and the proposal to move the backups to the new site. Please
+read the plan before the meeting and add your comments to the shared document so that we
+can decide on the budget request in the same session.
+
+Thanks,
+Ann
+"""
+
+
+def own_quoted(note: str, subject: str, *, threaded: bool = True,
+               sender: str = "Ann Berg <ann@example.org>",
+               headers: dict[str, str] | None = None,
+               message_id: str = "<rev2@example.org>") -> bytes:
+    quoted = "\n".join("> " + line for line in ANNOUNCEMENT.splitlines())
+    thread = {"In-Reply-To": "<rev1@example.org>", "References": "<rev1@example.org>"} \
+        if threaded else {}
+    return make_message(f"{note}\n\nAm 03.11.2026 um 10:00 schrieb Ann Berg "
+                        f"<ann@example.org>:\n{quoted}\n", subject=subject, sender=sender,
+                        message_id=message_id, headers={**thread, **(headers or {})})
+
+
+def announce(engine: Engine) -> None:
+    engine.check(make_message(ANNOUNCEMENT, subject="Storage review moved to Thursday",
+                              sender="Ann Berg <ann@example.org>",
+                              message_id="<rev1@example.org>"), ["bob@example.org"])
+
+
+@pytest.mark.parametrize(("note", "subject"), [
+    ("Erneut gesendet - meine erste E-Mail kam als unzustellbar zurück, entschuldigen Sie, "
+     "falls Sie sie doppelt erhalten.", "WG: Storage review moved to Thursday"),
+    ("Je renvoie ce message : mon premier e-mail m'est revenu. Désolé si vous le recevez "
+     "en double.", "TR: Storage review moved to Thursday"),
+    ("Reenvío este correo: el primero fue devuelto. Disculpa si te llega dos veces.",
+     "RV: Storage review moved to Thursday"),
+    ("Opnieuw verzonden - mijn eerste e-mail kwam terug als onbestelbaar, excuses als je "
+     "hem dubbel krijgt.", "Resending: Storage review moved to Thursday"),
+    ("Reinvio questa mail: la prima mi è tornata indietro, scusa se la ricevi due volte.",
+     "RESEND: Storage review moved to Thursday"),
+    ("Sending again, the first one came back undelivered. Apologies for the duplicate.",
+     "Storage review moved to Thursday"),
+    ("Ich sende die Mail noch einmal, sie wurde leider nicht zugestellt.",
+     "AW: Storage review moved to Thursday"),
+    ("Je me permets de renvoyer ce message, le premier n'a pas été distribué.",
+     "Storage review moved to Thursday"),
+    ("Ik stuur je mail opnieuw, de eerste is niet afgeleverd.",
+     "Storage review moved to Thursday")])
+def test_a_resend_note_in_another_language_above_ones_own_quoted_message_is_a_copy(
+        engine: Engine, note: str, subject: str) -> None:
+    """Before: unique (the note was not read as a resend: a reply to the match, or nothing
+    in common)."""
+    announce(engine)
+    again = engine.check(own_quoted(note, subject, threaded=False), ["bob@example.org"],
+                         record=False)
+    assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
+        verdict_value(again)
+
+
+@pytest.mark.parametrize("note", [
+    "In case this got lost - see below.", "Any update on this?",
+    "Quick nudge on the message below, Bob. Did you have a chance to look?",
+    "Falls das untergegangen ist - siehe unten.", "Petite relance concernant mon message "
+    "ci-dessous. Avez-vous eu le temps d'y jeter un œil ?", "¿Alguna novedad sobre esto?",
+    "Is hier al nieuws over?", "Un piccolo promemoria sulla mia mail qui sotto.",
+    "Circling back on this - did you get a chance to review it?",
+    "Ich wollte kurz nachfragen, ob du schon Zeit gehabt hast.", "Des nouvelles ?"])
+@pytest.mark.parametrize("subject", ["Following up", "Any update?"])
+def test_a_short_follow_up_over_ones_own_whole_message_is_a_copy(
+        engine: Engine, note: str, subject: str) -> None:
+    """Under another subject, threaded or not.  Before: unique (a reply to the match, or
+    fewer than 12 words on one side)."""
+    announce(engine)
+    again = engine.check(own_quoted(note, subject, threaded=len(note) % 2 == 0),
+                         ["bob@example.org"], record=False)
+    assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
+        verdict_value(again)
+
+
+@pytest.mark.parametrize(("note", "sender"), [
+    ("Any update on this? I forgot to mention that the vendor also wants the rack "
+     "diagrams and the power budget.", "Ann Berg <ann@example.org>"),
+    ("Kurze Erinnerung: bitte bringt auch die Rack-Diagramme und das Strombudget mit.",
+     "Ann Berg <ann@example.org>"),
+    ("Any update?", "Bob <bob@example.org>")])
+def test_a_follow_up_that_adds_content_or_comes_from_someone_else_stays_new(
+        engine: Engine, note: str, sender: str) -> None:
+    """A follow-up phrase does not make a reply with content a resend, nor someone
+    else's question over the message."""
+    announce(engine)
+    verdict = engine.check(own_quoted(note, "Re: Storage review moved to Thursday",
+                                      sender=sender), ["bob@example.org"], record=False)
+    assert verdict.kind is Kind.UNIQUE, verdict_value(verdict)
+
+
+GITHUB = {"X-GitHub-Reason": "subscribed", "List-ID": "acme/api <api.acme.github.com>",
+          "List-Unsubscribe": "<mailto:unsub@reply.github.com>"}
+
+
+def test_tracker_comments_over_the_quoted_issue_stay_unique(engine: Engine) -> None:
+    """GitHub's notifications come from one address: "Bump." then "Any update on this?"
+    above the quoted issue are two comments.  Fails if a tracker's comment is read as a
+    resend note (the quoted issue compared alone)."""
+    for number, comment in enumerate(("Bump.", "Any update on this?", "Following up - any "
+                                      "news?")):
+        verdict = engine.check(own_quoted(
+            comment, "Re: [acme/api] Storage review (Issue #12)",
+            sender="Ann Berg <notifications@github.com>", headers=GITHUB,
+            message_id=f"<acme/api/issues/12/{number}@github.com>"),
+            ["bob@example.org"])
+        if number:
+            assert verdict.kind is Kind.UNIQUE, verdict_value(verdict)
+
+
+def test_the_same_comment_from_another_person_on_a_tracker_is_news(engine: Engine) -> None:
+    """GitHub sends every comment from notifications@github.com; its display name names
+    who commented.  Before: "+1" from Carol after "+1" from Dave was a digest duplicate."""
+    for number, who in enumerate(("Dave Lee", "Carol Wu")):
+        verdict = engine.check(make_message(
+            "+1\n\n—\nReply to this email directly, view it on GitHub:\n"
+            "https://github.com/acme/api/issues/12\n", subject="Re: [acme/api] Crash (#12)",
+            sender=f"{who} <notifications@github.com>", headers=GITHUB,
+            message_id=f"<acme/api/issues/12/c{number}@github.com>"), ["bob@example.org"])
+    assert verdict.kind is Kind.UNIQUE and verdict.evidence[0].rule == "notifier", \
+        verdict_value(verdict)
+    again = engine.check(make_message(
+        "+1\n\n—\nReply to this email directly, view it on GitHub:\n"
+        "https://github.com/acme/api/issues/12\n", subject="Re: [acme/api] Crash (#12)",
+        sender="Carol Wu <notifications@github.com>", headers=GITHUB,
+        message_id="<acme/api/issues/12/c1@github.com>"), ["bob@example.org"])
+    assert again.kind is Kind.DUPLICATE, verdict_value(again)
+
+
+def test_a_resend_note_over_the_whole_original_forwarded_in_its_thread_is_a_copy(
+        engine: Engine) -> None:
+    """"TR:" (French clients' Fwd:) over an Outlook reply block, in the original's thread:
+    the original is forwarded whole, not quoted.  Before: `a reply to the match`."""
+    announce(engine)
+    block = ("________________________________\nFrom: Ann Berg <ann@example.org>\nSent: "
+             "Tuesday, November 3, 2026 10:00 AM\nTo: Bob <bob@example.org>\nSubject: "
+             "Storage review moved to Thursday\n\n")
+    again = engine.check(make_message(
+        "Ik stuur dit nogmaals, mijn eerste mail is teruggekomen.\n\n" + block + ANNOUNCEMENT,
+        subject="TR: Storage review moved to Thursday", sender="Ann Berg <ann@example.org>",
+        message_id="<rev3@example.org>", headers={"In-Reply-To": "<rev1@example.org>",
+                                                  "References": "<rev1@example.org>"}),
+        ["bob@example.org"], record=False)
+    assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
+        verdict_value(again)
+
+
+def test_a_campaign_copy_with_a_random_code_in_brackets_in_the_subject_is_a_duplicate(
+        engine: Engine) -> None:
+    """"Spring sale [8XK2-99QZ]" / "[Q7PM-3K4W]": before, the subject's identifiers (82,
+    99 / 7, 34) differed; an order number in a subject stays data."""
+    engine.check(promo("8XK2-99QZ", "Zk29aQ1x", message_id="<q1@mailer.example>",
+                       subject="Spring sale [8XK2-99QZ]"))
+    again = engine.check(promo("Q7PM-3K4W", "Bc81LmQ4", message_id="<q2@mailer.example>",
+                               subject="Spring sale [Q7PM-3K4W]"))
+    assert again.kind is not Kind.UNIQUE, verdict_value(again)
+
+
+def test_order_codes_in_the_subject_alone_stay_data(engine: Engine) -> None:
+    """The same body, "Order G28YEAUU shipped" then "Order A2UEQVE8 shipped": the codes'
+    digits alike (28), the labelled codes whole differ."""
+    body = ("Your parcel left our warehouse today and is on its way to you. You can follow "
+            "it in your account; the carrier delivers within three working days.\n")
+    engine.check(make_message(body, subject="Order G28YEAUU shipped",
+                              sender="orders@shop.example", message_id="<o1@shop.example>"))
+    other = engine.check(make_message(body, subject="Order A2UEQVE8 shipped",
+                                      sender="orders@shop.example",
+                                      message_id="<o2@shop.example>"))
+    assert other.kind is Kind.UNIQUE, verdict_value(other)
+
+
+def test_a_follow_up_over_a_one_line_question_under_another_subject_is_a_copy(
+        engine: Engine) -> None:
+    """A question of 11 words, then "Any update?" over it quoted, under "Following up",
+    not in its thread.  Before: `fewer than 12 words on one side`."""
+    question = "Hi Bob,\n\nCan you send me the Q3 numbers by Friday?\n\nAnn\n"
+    engine.check(make_message(question, subject="Q3 numbers", sender="Ann Berg <ann@example.org>",
+                              message_id="<a1@example.org>"), ["bob@example.org"])
+    quoted = "\n".join("> " + line for line in question.splitlines())
+    again = engine.check(make_message(
+        f"Any update?\n\nOn Mon, 1 Dec 2026 at 10:00, Ann Berg <ann@example.org> wrote:\n"
+        f"{quoted}\n", subject="Following up", sender="Ann Berg <ann@example.org>",
+        message_id="<a2@example.org>"), ["bob@example.org"], record=False)
+    assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
+        verdict_value(again)
