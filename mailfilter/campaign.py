@@ -68,14 +68,17 @@ def _tokens_with_switches(text: str) -> Iterator[tuple[int, int]]:
 _LABELS = (r"order|booking|reservation|confirmation|invoice|ticket|case|account|policy|claim|"
            r"pnr|serial|licen[cs]e|verification|pin|password|passcode|otp|bestell\w*|"
            r"buchung\w*|rechnung\w*|commande|r[ée]servation|facture|pedido|reserva|factura|"
-           r"ordine|prenotazione|fattura|boeking|bestelling|factuur")
+           r"ordine|prenotazione|fattura|boeking|bestelling|factuur|"
+           # a carrier's number: two parcels of one order are two notices
+           r"tracking (?:number|no)|sendungsnummer|num[ée]ro de suivi|n[uú]mero de seguimiento|"
+           r"track ?(?:&|and) ?trace|trackingnummer|shipment")
 _DATA_LABEL = Pattern(rf"\b(?:{_LABELS})\b", re.IGNORECASE)
 # In mail not sent in bulk, more: codes, keys, vouchers, a carrier's tracking number
 # (a campaign without bulk headers labels its tokens "Ref:", "ID:", "Tracking #").
 _OWN_DATA_LABEL = Pattern(
     rf"\b(?:{_LABELS}|code|c[oó]digo|codice|key|schlüssel|clé|activation|aktivierung\w*"
     r"|voucher|gutschein|gift|coupon|member|mitglied\w*|customer|kunde\w*|client|cliente"
-    r"|tracking (?:number|no)|sendungsnummer|suivi|seguimiento)\b", re.IGNORECASE)
+    r"|suivi|seguimiento)\b", re.IGNORECASE)
 _LABEL_REACH = 40       # characters before a token on its line where a label names it
 _HEX = frozenset("0123456789abcdef")
 # A labelled code of at least this many characters counts whole ("G28YEAUU" as such).

@@ -126,6 +126,32 @@ def test_bulk_order_confirmations_whose_order_or_amount_differ_stay_unique(
     assert other.kind is Kind.UNIQUE, verdict_value(other)
 
 
+SHIPPED = """Good news, your order {order} is on its way.
+
+Carrier: UPS
+Tracking number: {parcel}
+
+Track your parcel on the carrier's site. Questions? Reply to this email.
+Message ID: {tracking}
+"""
+
+
+def test_two_parcels_of_one_order_in_bulk_mail_stay_two_notices(engine: Engine) -> None:
+    """A retailer's shipping notices through its ESP (List-Unsubscribe), one per parcel of
+    one order: the carrier's tracking number is data, though it looks random (the mail
+    of a reader who waits for the second parcel must not be filed away)."""
+    engine.check(make_message(SHIPPED.format(order="A2UEQVE8", parcel="1Z999AA10123456784",
+                                             tracking="5f1c2d3e4a5b6c7d8e9f"),
+                              subject="Your order has shipped", sender="hello@rskjl.example",
+                              message_id="<s1@rskjl.example>", headers=BULK))
+    other = engine.check(make_message(
+        SHIPPED.format(order="A2UEQVE8", parcel="1Z4F8W270356120947",
+                       tracking="0a9b8c7d6e5f4a3b2c1d"),
+        subject="Your order has shipped", sender="hello@rskjl.example",
+        message_id="<s2@rskjl.example>", headers=BULK))
+    assert other.kind is Kind.UNIQUE, verdict_value(other)
+
+
 @pytest.mark.parametrize("token", ["8XK2-99QZ", "a81f3c9e2b7d4e10", "X7KQ92LZ3P", "5CDF-NMT3",
                                    "3f2a9c1e-7b4d-4e8f-9a01-5c6d7e8f9a0b"])
 def test_random_looking_tokens(token: str) -> None:
