@@ -911,7 +911,11 @@ FOLLOW_UP_NOTES_BY_LANGUAGE = {
            "Quick nudge on the message below, {first}. Did you have a chance to look?",
            "Just following up on my email below. Any thoughts?",
            "Gentle reminder about the below - let me know if you need anything else from me.",
-           "Bumping this up in case it slipped through the cracks."),
+           "Bumping this up in case it slipped through the cracks.",
+           # a follow-up with an offer or an ask for an answer beside it
+           "Any news on this? Happy to discuss on the phone if that helps.",
+           "Just checking in on the message below. Thanks in advance for a quick reply.",
+           "Following up on my note below - could you let me know when you have decided?"),
     "de": ("Falls das untergegangen ist - siehe unten.", "Gibt es hierzu schon Neuigkeiten?",
            "Kurze Erinnerung an meine Mail unten. Hattest du schon Gelegenheit, sie dir "
            "anzusehen?", "Ich wollte noch einmal nachhaken, siehe meine Nachricht unten."),

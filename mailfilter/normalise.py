@@ -353,21 +353,54 @@ def is_resend_note(text: str) -> bool:
     # (Split at most that many times: a long text is not split whole to be counted.)
     if len(text.split(None, RESEND_NOTE_WORDS)) > RESEND_NOTE_WORDS:
         return False
-    return _RESEND_NOTE.get().search(text.lower()) is not None    # the pattern is lower case
+    lowered = text.lower()                          # the patterns are lower case
+    return _RESEND_NOTE.get().search(lowered) is not None \
+        and _ADDITION.get().search(lowered) is None
+
+
+# A note that adds something to the message it sends again ("Bumping this. I forgot to
+# mention one thing: …", "PS: …") is a new message, in the six languages of the notes.
+_ADDITION = Pattern(
+    r"(?:\b(?:forgot to (?:mention|add|say|tell)|one (?:more|other) thing|additionally|in "
+    r"addition|p\.?s\.?(?=\W)|also,|one correction|vergessen|noch etwas|außerdem|ausserdem"
+    r"|oubli[ée]|de plus|par ailleurs|olvid[eéó]|además|vergat|vergeten|bovendien"
+    r"|dimentica|inoltre))")
+
+
+# What a follow-up says besides ("Happy to jump on a call", "I have copied the original
+# below", "Could you let me know by Friday", "We need an answer before the end of the
+# month"): offers, thanks and asks for an answer, which carry no news of their own.
+_COURTESY = Pattern(
+    r"\b(?:happy to (?:jump|hop|get|have) on|happy to (?:discuss|chat|talk|help|answer)"
+    r"|(?:could|can|would|will) you (?:please )?let me know|let me know (?:if|whether|what|"
+    r"when|how|your)|(?:i have|i've|i) (?:copied|pasted|included|added|put) (?:the|my) "
+    r"(?:original|e-?mail|message|note|mail)|for (?:your )?convenience|(?:we|i) (?:need|"
+    r"would need|'d need) (?:an? |your )?(?:answer|reply|response|decision|input|feedback|"
+    r"confirmation)|thanks? (?:you )?(?:in advance|again|so much)|thank you|no rush|no "
+    r"worries|hope (?:you are|you're|all is|this finds you) (?:well|good|doing well)|if "
+    r"(?:anything|something) is (?:unclear|missing)|if you (?:need|have|want) (?:more|any|"
+    r"further)|(?:a|one) (?:quick )?(?:yes|no|yes or no) is (?:enough|fine)"
+    r"|ich freue mich auf (?:ihre|deine) (?:antwort|rückmeldung)|danke im voraus"
+    r"|merci d'avance|gracias de antemano|alvast bedankt|grazie in anticipo)\b")
 
 
 def is_follow_up_note(text: str) -> bool:
     """``text`` is a short follow-up and nothing more: at most ``FOLLOW_UP_WORDS`` words,
     every sentence of four words or more (a greeting, "Thanks!", a name are shorter) says
-    it follows up, and one at least does."""
-    if len(text.split()) > FOLLOW_UP_WORDS:
+    it follows up, or, once one has, offers, thanks or asks for an answer in words
+    without a figure ("Happy to jump on a call if easier"); one at least follows up."""
+    if len(text.split(None, FOLLOW_UP_WORDS)) > FOLLOW_UP_WORDS:
         return False
-    follow_up = _FOLLOW_UP.get()
+    lowered = text.lower()
+    if _ADDITION.get().search(lowered):
+        return False
+    follow_up, courtesy = _FOLLOW_UP.get(), _COURTESY.get()
     said = False
-    for sentence in _SENTENCES.get().findall(text.lower()):
+    for sentence in _SENTENCES.get().findall(lowered):
         if follow_up.search(sentence):
             said = True
-        elif len(sentence.split()) >= 4:
+        elif len(sentence.split()) >= 4 and not (
+                said and courtesy.search(sentence) and not any(map(str.isdigit, sentence))):
             return False
     return said
 
@@ -383,10 +416,19 @@ def opens_with_resend_note(text: str, follow_up: bool = False) -> bool:
         return False
     start = first.start()
     end = text.find("\n\n", start)
+    if end >= 0 and _is_greeting(text[start:end]):     # "Hi Søren," above the note
+        after = _NOT_SPACE.search(text, end)
+        start = after.start() if after is not None else len(text)
+        end = text.find("\n\n", start)
     if end < 0 or _NOT_SPACE.search(text, end) is None:
         return False
     lead = text[start:end]
     return is_resend_note(lead) or (follow_up and is_follow_up_note(lead))
+
+
+def _is_greeting(paragraph: str) -> bool:
+    """A salutation alone on its lines ("Hi Søren,", "Dear all,")."""
+    return len(paragraph.split(None, 4)) <= 4 and paragraph.rstrip().endswith((",", "!"))
 
 
 _NOT_SPACE = re.compile(r"\S")

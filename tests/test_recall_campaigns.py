@@ -285,6 +285,49 @@ def test_a_follow_up_that_adds_content_or_comes_from_someone_else_stays_new(
     assert verdict.kind is Kind.UNIQUE, verdict_value(verdict)
 
 
+@pytest.mark.parametrize("note", [
+    "Following up on the note below - any thoughts? Happy to jump on a quick call if easier.",
+    "Did you have a chance to look at this? I have copied the original below for convenience.",
+    "Gentle reminder on the below. We need an answer before the end of the month.",
+    "Circling back on this one. Let me know if anything is unclear."])
+def test_a_follow_up_with_an_offer_or_an_ask_for_an_answer_is_a_copy(
+        engine: Engine, note: str) -> None:
+    """A follow-up and a sentence that offers a call, says the original is below or asks
+    for an answer.  Before: unique (every sentence of four words had to follow up)."""
+    announce(engine)
+    again = engine.check(own_quoted(note, "Following up", threaded=False),
+                         ["bob@example.org"], record=False)
+    assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
+        verdict_value(again)
+
+
+@pytest.mark.parametrize("note", [
+    "Bumping this up in case it slipped through the cracks. I forgot to mention one thing: "
+    "the vendor wants the rack diagrams too.",
+    "Any update? Happy to discuss. PS: the budget went up to 40k.",
+    "Following up on the below - could you let me know? Also, the meeting moved to room 4."])
+def test_a_follow_up_that_adds_something_stays_new(engine: Engine, note: str) -> None:
+    """'I forgot to mention', 'PS', 'also,': the note adds to the message.  The first
+    failed before (realworld own_message_additions, seed 5: 'Bumping this' read as a
+    resend note over an added sentence)."""
+    announce(engine)
+    verdict = engine.check(own_quoted(note, "Re: Storage review moved to Thursday"),
+                           ["bob@example.org"], record=False)
+    assert verdict.kind is Kind.UNIQUE, verdict_value(verdict)
+
+
+def test_a_resend_note_under_a_greeting_opens_a_pasted_resend() -> None:
+    """"Hi Søren," on its own line above the note (an Outlook forward of one's own mail).
+    Before: the greeting was read as the lead paragraph."""
+    from mailfilter.normalise import opens_with_resend_note
+    text = ("Hi Søren,\n\nOpnieuw verzonden - mijn eerste e-mail kwam terug als "
+            "onbestelbaar, excuses als je hem dubbel krijgt.\n\nThe original text of the "
+            "message follows here.\n")
+    assert opens_with_resend_note(text)
+    assert not opens_with_resend_note("Hi Søren,\n\nThe plan for Thursday is below.\n\n"
+                                      "The original text of the message follows here.\n")
+
+
 GITHUB = {"X-GitHub-Reason": "subscribed", "List-ID": "acme/api <api.acme.github.com>",
           "List-Unsubscribe": "<mailto:unsub@reply.github.com>"}
 
