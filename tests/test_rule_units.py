@@ -333,7 +333,19 @@ def test_notifier_a_trackers_same_words_from_another_person_are_unique() -> None
 
 
 def test_notifier_passes_the_same_person_and_people_writing_themselves() -> None:
-    """The same actor again, and a person whose display name differs between clients."""
-    assert NotifierRule().judge(pair(fingerprint(features=GITHUB), stored=GITHUB)) is None
+    """The same actor's same notification again, and a person whose display name differs
+    between clients."""
+    assert NotifierRule().judge(pair(fingerprint(digest=DIGEST, features=GITHUB),
+                                     stored_digest=DIGEST, stored=GITHUB)) is None
     renamed = replace(ALICE, sender_name=key64("Berg, Alice"))
     assert NotifierRule().judge(pair(fingerprint(features=renamed), stored=ALICE)) is None
+
+
+def test_notifier_the_same_persons_other_words_are_the_next_event() -> None:
+    """"Closed as completed", then "Can reproduce on staging" from one person above the
+    issue's text, 0.79 alike: before, a shingles near-duplicate (hold-out-style tracker
+    updates)."""
+    judgement = NotifierRule().judge(pair(fingerprint(features=GITHUB), resemblance=0.79,
+                                          stored=GITHUB))
+    assert judgement is not None and judgement.kind is UNIQUE
+    assert "next event" in judgement.note

@@ -1,7 +1,9 @@
 """``notifier``: a tracker's notifications (GitHub, GitLab, Jira, Bugzilla) come from one
 address for everyone who acts; its display name names who did.  The same words from
 another person ("+1", "Bump.", "Closed as completed") are another event, however alike
-the texts."""
+the texts.  And a tracker sends each event once: its notification again is the same text
+(or the same Message-ID); one with other words is the next event, however little it
+says above the issue it quotes ("Closed as completed", then "Can reproduce on staging")."""
 
 from __future__ import annotations
 
@@ -11,14 +13,19 @@ from mailfilter.rules.pair import Judgement, Pair, RuleName
 class NotifierRule:
     name = RuleName.NOTIFIER
     description = ("a tracker's or program's notification (X-GitHub-*, X-JIRA-*, "
-                   "Auto-Submitted …) from the same address under another person's name: "
-                   "another person's action (unique)")
+                   "Auto-Submitted …) from the same address under another person's name, "
+                   "or with another text: another action (unique)")
 
     def judge(self, pair: Pair) -> Judgement | None:
         new, stored = pair.new_features, pair.stored_features
         if not (new.notifier and stored.notifier and new.sender
-                and new.sender == stored.sender and new.sender_name
-                and stored.sender_name and new.sender_name != stored.sender_name):
+                and new.sender == stored.sender):
             return None
-        return Judgement(rule=self.name,
-                         note="a notification of the same service for another person")
+        if new.sender_name and stored.sender_name and new.sender_name != stored.sender_name:
+            return Judgement(rule=self.name,
+                             note="a notification of the same service for another person")
+        if not pair.same_text:
+            return Judgement(rule=self.name,
+                             note="a notification of the same service with other words: "
+                                  "the next event")
+        return None
