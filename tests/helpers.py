@@ -111,3 +111,18 @@ def run_fuzzer(harness: Path, corpus: Path, runs: int, artifacts: Path) -> None:
             f"the fuzzer stopped before {runs} runs (attempt {attempt}):\n" \
             + result.stderr[-3000:]
         return
+
+
+# One person's announcement, the original that resends, follow-ups and replies quote
+# (tests/test_recall.py, tests/test_recall_campaigns.py).
+ANNOUNCEMENT = """Hello team,
+
+the quarterly review of the storage cluster is moved to Thursday afternoon because the
+vendor engineer can only join then. We will go through the capacity plan, the failed disk
+replacements of last month and the proposal to move the backups to the new site. Please
+read the plan before the meeting and add your comments to the shared document so that we
+can decide on the budget request in the same session.
+
+Thanks,
+Ann
+"""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from helpers import make_message, paragraph_text
+from helpers import ANNOUNCEMENT, make_message, paragraph_text
 
 from mailfilter.engine import Engine
 from mailfilter.headers import verdict_value
@@ -262,17 +262,6 @@ def test_an_attachment_that_is_not_a_message_is_not_read_as_one(engine: Engine) 
     assert analyse(raw, engine.settings.fingerprint).fingerprint.attached_digests == ()
 
 
-ANNOUNCEMENT = """Hello team,
-
-the quarterly review of the storage cluster is moved to Thursday afternoon because the
-vendor engineer can only join then. We will go through the capacity plan, the failed disk
-replacements of last month and the proposal to move the backups to the new site. Please
-read the plan before the meeting and add your comments to the shared document so that we
-can decide on the budget request in the same session.
-
-Thanks,
-Ann
-"""
 
 
 def follow_up(note: str, sender: str = "Ann Berg <ann@example.org>") -> bytes:

@@ -7,7 +7,7 @@ data differ stay new."""
 from __future__ import annotations
 
 import pytest
-from helpers import make_message
+from helpers import ANNOUNCEMENT, make_message
 
 from mailfilter.campaign import is_bulk, random_looking
 from mailfilter.engine import Engine
@@ -188,17 +188,6 @@ def test_bulk_means_sent_in_bulk_and_not_by_a_tracker() -> None:
 
 # -- resend notes and follow-ups in other languages ----------------------------------------
 
-ANNOUNCEMENT = """Hello team,
-
-the quarterly review of the storage cluster is moved to Thursday afternoon because the
-vendor engineer can only join then. We will go through the capacity plan, the failed disk
-replacements of last month and the proposal to move the backups to the new site. Please
-read the plan before the meeting and add your comments to the shared document so that we
-can decide on the budget request in the same session.
-
-Thanks,
-Ann
-"""
 
 
 def own_quoted(note: str, subject: str, *, threaded: bool = True,
