@@ -361,15 +361,36 @@ def _campaign_subject(rng: random.Random, subject: str, style: str) -> str:
         return f"{subject} {token}"
     if style == "leading_padded":
         return f"{rng.randint(1000, 99999)}{' ' * rng.randint(3, 20)}{subject}"
+    if style in ("bare_number", "machine_sender"):
+        # After the subject's last word, no punctuation or padding ("… for you 61064").
+        return f"{subject.rstrip('!?.')} {rng.randint(1000, 99999)}"
+    if style == "bracketed":
+        token = rng.choice((rm._alnum(rng, 6, "abcdefghijklmnopqrstuvwxyz0123456789"),
+                            str(rng.randint(10000, 99999))))
+        return f"{subject.rstrip('!?.')} {rng.choice(('[{}]', '({})', '{}')).format(token)}"
     return subject      # sender: only the sender's local part changes
+
+
+def _machine_local_part(rng: random.Random) -> str:
+    """A local part a bulk sender draws for each copy ("khqou1tzg6", "b4y0mprj")."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    while True:
+        local = rm._alnum(rng, rng.randint(8, 10), letters + "0123456789")
+        digits = sum(c.isdigit() for c in local)
+        if 2 <= digits <= 4 and local[0] in letters:
+            return local
 
 
 def campaign_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
     """One campaign's text, the same body byte for byte, sent again with a random token in
     the subject (padded, after its closing punctuation, a random run of letters and
-    digits, a padded number in front) or from another local part of the same domain."""
+    digits, a padded number in front, a bare number after the last word, a token in
+    brackets) or from another local part of the same domain.  A bare number is data in
+    other mail ("Queue depth on mx1 5230"): here the copy shows it was mass-mailed by a
+    list-removal line, or ("machine_sender", no such line) by local parts a machine drew."""
     name = "campaign_copies"
-    styles = ("padded", "after_punctuation", "random_token", "leading_padded", "sender")
+    styles = ("padded", "after_punctuation", "random_token", "leading_padded", "sender",
+              "bare_number", "machine_sender", "bracketed")
     cases = []
     for i in range(count):
         rng = ctx.rng(name, i)
@@ -378,13 +399,18 @@ def campaign_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
         domain = f"{rm._alnum(rng, 8, 'abcdefghijklmnopqrstuvwxyz')}.{tld}"
         me = rm.make_person(rng)
         subject = rng.choice(_PROMO_SUBJECTS)
-        text = "\n\n".join(ctx.pool.prose(rng, rng.choice((1, 2, 3)))) + \
-            f"\n\nTo be removed from our list, reply with REMOVE to remove@{domain}\n"
+        text = "\n\n".join(ctx.pool.prose(rng, rng.choice((1, 2, 3))))
+        if style != "machine_sender":
+            text += rng.choice((
+                f"\n\nTo be removed from our list, reply with REMOVE to remove@{domain}\n",
+                f"\n\nTo unsubscribe from future offers, write to off@{domain}\n",
+                "\n\nIf you no longer wish to receive our offers, click here.\n"))
         body = rm.text_part(text)
         deliveries = []
         moment = rm.when(rng, 2002)
         for k in range(2):
-            local = rm._alnum(rng, rng.randint(4, 9), "abcdefghijklmnopqrstuvwxyz0123456789") \
+            local = _machine_local_part(rng) if style == "machine_sender" else \
+                rm._alnum(rng, rng.randint(4, 9), "abcdefghijklmnopqrstuvwxyz0123456789") \
                 if style == "sender" or k == 0 else deliveries[0].sender.split("@")[0]
             sender = rm.Person(rng.choice(("", "Offers", "Customer Service")), f"{local}@{domain}")
             moment += dt.timedelta(minutes=rng.randint(1, 600))
@@ -410,6 +436,11 @@ def _subject_data(rng: random.Random, kind: str, value: int, host: str) -> tuple
         "invoice": (f"Invoice INV-{value} from {host.split('.')[0].title()}",
                     f"billing@{host}"),
         "ticket": (f"[Ticket #{value}] We received your request", f"support@{host}"),
+        # a bare number at the end, no label, and no sign of mass mail: data
+        "monitor": (f"Queue depth on mx1 {value}", f"alerts@monitor.{host}"),
+        # mass mail (List-Unsubscribe, an unsubscribe line), a label before the number
+        "shop_bulk": (f"Shipping update for your package {value}", f"shop@news.{host}"),
+        "loyalty_bulk": (f"Your points balance {value}", f"rewards@news.{host}"),
     }[kind]
 
 
@@ -423,6 +454,12 @@ _SUBJECT_DATA_BODIES = {
             "try to sign in, you can ignore this email and your account stays safe.",
     "invoice": "Please find your invoice in your billing portal. Payment is due within 30 "
                "days of the invoice date. Thank you for your business with us.",
+    "monitor": "The mail queue on mx1 is above its warning level. You are receiving this "
+               "because you subscribed to alerts for this host.",
+    "shop": "Your parcel is on its way and will arrive in 2-4 working days. Track it in "
+            "your account.\n\nTo unsubscribe from our emails, change your preferences.",
+    "loyalty": "Spend your points in any of our stores or online before they expire.\n\n"
+               "To unsubscribe from these emails, click here.",
     "ticket": "Thanks for contacting our support team. A member of the team will reply as "
               "soon as possible, usually within one working day. Please do not open a new "
               "request for the same question.",
@@ -433,7 +470,8 @@ def subject_only_data(ctx: rc.Context, count: int) -> list[rc.Case]:
     """Notices of one sender with the same body byte for byte whose data (a build, order,
     invoice or ticket number, a sign-in code) live only in the subject: each is new."""
     name = "subject_only_data"
-    kinds = ("jenkins", "jenkins_plain", "order", "order_no", "code", "invoice", "ticket")
+    kinds = ("jenkins", "jenkins_plain", "order", "order_no", "code", "invoice", "ticket",
+             "monitor", "shop_bulk", "loyalty_bulk")
     cases = []
     for i in range(count):
         rng = ctx.rng(name, i)
@@ -453,7 +491,9 @@ def subject_only_data(ctx: rc.Context, count: int) -> list[rc.Case]:
                                                                          org.domain),
                              rcpt=me.addr, envelope=addr,
                              extra=[("Auto-Submitted", "auto-generated")]
-                             if kind.startswith("jenkins") else [])
+                             if kind.startswith("jenkins") else
+                             [("List-Unsubscribe", f"<mailto:unsubscribe@{org.domain}>")]
+                             if kind.endswith("_bulk") else [])
             deliveries.append(rc.Delivery(raw, addr, [me.addr], rc.UNIQUE if k else None,
                                           subject))
         cases.append(rc.Case(name, i, kind, deliveries))
@@ -817,7 +857,11 @@ RESEND_NOTES_BY_LANGUAGE = {
     "en": ("Resending - my first email bounced back, apologies if you get it twice.",
            "Re-sending this as my earlier email seems to have bounced. Sorry if it arrives "
            "twice.",
-           "Sending again, the first one came back undelivered. Apologies for the duplicate."),
+           "Sending again, the first one came back undelivered. Apologies for the duplicate.",
+           "Trying this again - your server sent me a bounce for the first one. Sorry if this "
+           "is a duplicate.",
+           "Got a bounce notice on my first email, so here it is again. Apologies if you end "
+           "up with it twice."),
     "de": ("Erneut gesendet - meine erste E-Mail kam als unzustellbar zurück, entschuldigen "
            "Sie, falls Sie sie doppelt erhalten.",
            "Ich schicke die Nachricht noch einmal, die erste ist leider zurückgekommen. "

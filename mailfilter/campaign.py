@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from mailfilter.text import Pattern, Prepared
+from mailfilter.text import Pattern, Prepared, register
 
 # What a token becomes: one word, so that the copies' texts align word for word.
 PLACEHOLDER = "token"
@@ -94,12 +94,17 @@ def is_notifier(headers: Mapping[str, str]) -> bool:
     return (bool(submitted) and submitted != "no") or _x_field(headers, _NOTIFIER_PREFIXES)
 
 
+def _from_people_or_programs(headers: Mapping[str, str]) -> bool:
+    """Through a discussion list (List-Post: people write there; a newsletter's List-Id
+    alone is no such list), or from a tracker or another program (their ids are data)."""
+    return headers.get("list-post", "no").strip().lower() != "no" or is_notifier(headers)
+
+
 def is_bulk(headers: Mapping[str, str]) -> bool:
     """Sent in bulk (List-Unsubscribe, Precedence: bulk or junk, an ESP's header fields,
     a spam filter's yes) and not by a tracker or another program (their ids are data), nor
-    through a discussion list (List-Post: people write there; a newsletter's List-Id
-    alone is no such list)."""
-    if headers.get("list-post", "no").strip().lower() != "no" or is_notifier(headers):
+    through a discussion list."""
+    if _from_people_or_programs(headers):
         return False
     if "list-unsubscribe" in headers:
         return True
@@ -109,6 +114,34 @@ def is_bulk(headers: Mapping[str, str]) -> bool:
             or headers.get("x-spam-status", "").lstrip().lower().startswith("yes"):
         return True
     return _x_field(headers, _ESP_PREFIXES)
+
+
+# Words of a list-removal line, in the languages of the reply layouts: a message that
+# carries one was sent to a list of addresses (a promotion, spam, a newsletter), whatever
+# its header fields say (spam campaigns send none of them).  Not "you are receiving this
+# because": notifications say that too, and their data may live in the subject alone.
+REMOVAL_WORDS = register((
+    "unsubscribe", "to be removed", "removed from", "remove you from", "remove me from",
+    "reply with remove", "opt out", "opt-out", "wish to receive", "want to receive",
+    "leave this list", "leave our list", "off our list", "off this list", "abbestellen",
+    "abmelden", "désinscri", "désabonne", "darse de baja", "darte de baja",
+    "cancelar suscripción", "cancelar la suscripción", "afmelden", "uitschrijven",
+    "disiscriv", "cancella l'iscrizione"))
+
+
+def is_mass_mail(headers: Mapping[str, str], text: Prepared, sender: str | None) -> bool:
+    """Sent to a list of addresses, by what one copy shows alone: bulk header fields
+    (:func:`is_bulk`), a list-removal line in its ``text`` (the whole
+    decoded text, before cleaning sets footers aside), or a sender local part a machine
+    drew for this copy ("khqou1tzg6@…", see :func:`random_looking`).  Never mail through
+    a discussion list or from a tracker or program.  A campaign writes a per-copy token
+    into such mail's subject (identifiers.py reads it so)."""
+    if _from_people_or_programs(headers):
+        return False
+    if is_bulk(headers) or text.any(REMOVAL_WORDS):
+        return True
+    local = (sender or "").partition("@")[0]
+    return len(local) <= _TOKEN_MAX and random_looking(local, bulk=False)
 
 
 def _x_field(headers: Mapping[str, str], prefixes: tuple[str, ...]) -> bool:
@@ -208,7 +241,18 @@ def _masked(text: str, bulk: bool) -> tuple[str | None, tuple[str, ...]]:
             pieces.append(text[kept:start])
             pieces.append(PLACEHOLDER)
             kept = end
+    if ":" in text or "#" in text or "\n" in text:
+        # Codes of capital letters alone ("Order: ZFWJJVPB", "Booking reference:
+        # YNTGSQRV", or alone under such a line): found after a colon or # or alone on
+        # their line, counted when a label names them (no digit, so no switch above).
+        for match in _LETTER_CODE.get().finditer(text):
+            if _labelled(text, match.start(1), label):
+                codes.append(match.group(1).lower())
     if not pieces:
         return None, tuple(codes)
     pieces.append(text[kept:])
     return "".join(pieces), tuple(codes)
+
+
+_LETTER_CODE = Pattern(r"(?:[:#][ \t]*+|^[ \t]*+)([A-Z]{5,12}+)[ \t]*+(?:$|[.,;)])",
+                       re.MULTILINE)

@@ -43,10 +43,20 @@ _CAMPAIGN_TOKEN = re.compile(
     r"|(?<=[^\s#:])[ \t]++(?=[a-z0-9]{0,23}[g-z])"
     r"(?=[a-z0-9]{0,21}(?:[a-z]\d{1,22}[a-z]|\d[a-z]{1,22}\d))[a-z0-9]{5,24}+)[ \t]*$",
     re.IGNORECASE)
+# In mass mail (campaign.is_mass_mail) a campaign's token may also stand bare after the
+# subject's last word ("Exclusive invitation for you 61064", "Shape up for summer now
+# [x8armg]"): a number of four digits or more (not a year), or letters and digits of five
+# or more (not hexadecimal: a commit id), maybe in brackets — still unless a label names
+# it ("Your order 46044").  Outside mass mail such a number is data ("Queue depth 5230").
+_BARE_TOKEN = re.compile(
+    r"(?<=[^\s#:])[ \t]++([\[(]?)(?=[^\s]*\d)([a-z0-9]{4,24}+)[\])]?[ \t]*$", re.IGNORECASE)
 _LABELS = frozenset((
     "no", "nr", "id", "ref", "code", "case", "job", "run", "pin", "order", "build", "issue",
     "ticket", "invoice", "account", "release", "version", "number", "pr", "bug", "tracking",
-    "reference", "booking", "confirmation", "shipment", "parcel", "is"))
+    "reference", "booking", "confirmation", "shipment", "parcel", "package", "delivery",
+    "payment", "receipt", "statement", "transaction", "request", "appointment",
+    "reservation", "membership", "member", "customer", "claim", "policy", "report",
+    "balance", "is"))
 _SUBJECT_TAGS = re.compile(r"\[[^\]\d]{0,40}\]|\[[\w.-]{1,40} \d{1,7}\]"
                            r"|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:", re.IGNORECASE)
 # Host names: labels ending in a top-level domain that networks really use (every country
@@ -206,10 +216,17 @@ _LONG_HEX = re.compile(rb"(?<![^ ])[0-9a-f]{7,}+(?![^ ])")
 _HEX_CHARS = frozenset("0123456789abcdef")
 
 
-def _without_campaign_token(subject: str) -> str:
-    """``subject`` without a campaign token at its end (see ``_CAMPAIGN_TOKEN``), unless a
-    label word stands before it."""
+def _without_campaign_token(subject: str, mass_mail: bool = False) -> str:
+    """``subject`` without a campaign token at its end (see ``_CAMPAIGN_TOKEN``; in mass
+    mail also ``_BARE_TOKEN``), unless a label word stands before it."""
     match = _CAMPAIGN_TOKEN.search(subject)
+    if match is None and mass_mail:
+        match = _BARE_TOKEN.search(subject)
+        token = match.group(2) if match else ""
+        if match and (token.isdigit() and (len(token) < 4 or (
+                len(token) == 4 and token.startswith(("19", "20")))) or (
+                not token.isdigit() and (len(token) < 5 or set(token.lower()) <= _HEX_CHARS))):
+            match = None        # a year, a commit id, or too short to be drawn at random
     if match is None:
         return subject
     before = subject[:match.start()].rstrip(" \t").rsplit(None, 1)
@@ -219,19 +236,22 @@ def _without_campaign_token(subject: str) -> str:
 
 
 def identifiers(text: str, subject: str = "",
-                words: Sequence[str] | Sequence[bytes] | None = None) -> list[str]:
+                words: Sequence[str] | Sequence[bytes] | None = None,
+                mass_mail: bool = False) -> list[str]:
     """The identifiers of ``text`` and of the subject (tags, Re:/Fwd: and a campaign's
     padded counter or random token removed), lower case, in order of appearance; a value that occurs
     again is listed again with its count (``39``, ``39#2``): a report in which one of two
     equal figures changed differs.
 
     ``words``: the words of ``text`` as the shingles read them (lower case), to save
-    reading them again when the text holds no link, address or host name."""
+    reading them again when the text holds no link, address or host name.  ``mass_mail``:
+    sent to a list of addresses (campaign.is_mass_mail), where a bare number or code at
+    the subject's end is a campaign's token too."""
     found: list[str] = []
     from_subject = 0
     if subject:
         if _DIGIT.search(subject):      # a padded counter or campaign token has a digit
-            subject = _without_campaign_token(_PADDED_COUNTER.sub("", subject))
+            subject = _without_campaign_token(_PADDED_COUNTER.sub("", subject), mass_mail)
         if "[" in subject or ":" in subject:        # every tag and prefix has one
             subject = _SUBJECT_TAGS.sub(" ", subject)
     for from_text, (source, known) in enumerate(((subject, None), (text, words))):

@@ -293,7 +293,7 @@ def link_site(match: re.Match[str]) -> str:
 RESEND_NOTE_WORDS = 40
 _RESEND_NOTE = Pattern(
     r"\b(?:re-?send(?:ing)?|re-?sent|sending (?:this |it )?again|send(?:ing)? (?:this |it )?"
-    r"once more|bounced(?: back)?|(?:did not|didn't|does not|doesn't) (?:seem to )?(?:go "
+    r"once more|bounce[ds]?(?: back)?|(?:did not|didn't|does not|doesn't) (?:seem to )?(?:go "
     r"through|arrive|reach you)|in case you (?:missed|didn't get|did not get|never got)|"
     r"(?:get|got|receive) (?:it|this) twice|bump(?:ing)? (?:this|it)|(?:did not|didn't|"
     r"never) hear(?:d)? back|(?:did|have) you "
@@ -302,6 +302,7 @@ _RESEND_NOTE = Pattern(
     # the same in English words more, and in German, French, Spanish, Dutch and Italian:
     r"|came back(?: to me)? undelivered|undeliver(?:able|ed)|(?:apologies|sorry) for the "
     r"duplicate|(?:arrives?|get|receive) (?:it |this )?(?:twice|two times)"
+    r"|(?:apologies|sorry) if [^.\n]{0,30}\b(?:duplicate|twice)|trying (?:this |it )?again"
     r"|erneut (?:ge)?(?:sendet|schickt|verschickt)|(?:noch ?(?:ein)?mal|nochmals|erneut) "
     r"(?:ge)?(?:sendet|schickt|senden|schicken|verschickt)|schicke [^.\n]{0,30}noch ?(?:ein)?"
     r"mal|(?:sende|schicke)[^.\n]{0,30}(?:noch ?(?:ein)?mal|erneut)|unzustellbar"

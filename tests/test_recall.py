@@ -276,7 +276,9 @@ def follow_up(note: str, sender: str = "Ann Berg <ann@example.org>") -> bytes:
 @pytest.mark.parametrize("note", [
     "Resending - my first email bounced back. Apologies if you get it twice.",
     "Sending this again, it does not seem to have gone through yesterday.",
-    "Re-sending in case you missed it."])
+    "Re-sending in case you missed it.",
+    "Trying again - got a bounce from your server on the original. Apologies if this is "
+    "a duplicate."])
 def test_a_resend_after_a_bounce_is_a_copy(engine: Engine, note: str) -> None:
     """Its writer sends it again above the quoted original (a reply to oneself).  Failed
     before: unique, nothing in common (the note alone was compared)."""

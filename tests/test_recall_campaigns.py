@@ -411,3 +411,91 @@ def test_a_follow_up_over_a_one_line_question_under_another_subject_is_a_copy(
         message_id="<a2@example.org>"), ["bob@example.org"], record=False)
     assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
         verdict_value(again)
+
+
+OFFER = """Dear friend,
+
+We have an idea how we could cooperate to mutual benefit. Developers from our team will do
+a web designer's work for you for considerably less than you pay today, with professional
+quality, and all programming besides. Write back and we will send our price list.
+{footer}"""
+REMOVAL = "\nTo be removed from our list, reply with REMOVE in the subject.\n"
+
+
+@pytest.mark.parametrize(("first", "second", "footer"), [
+    (("offers@gotmail.example", "Exclusive invitation for you 61064"),
+     ("offers@gotmail.example", "Exclusive invitation for you 40254"), REMOVAL),
+    (("khqou1tzg6@gotmail.example", "Proposal for cooperation 81212"),
+     ("b4y0mprj@gotmail.example", "Proposal for cooperation 12524"), ""),
+    (("offers@gotmail.example", "Shape up for summer now [x8armg]"),
+     ("offers@gotmail.example", "Shape up for summer now 92427"),
+     "\nIf you do not wish to receive any more emails from us, write to off@example.\n")],
+    ids=["removal line", "machine-made senders", "bracketed then bare"])
+def test_a_bare_number_at_a_campaigns_subject_end_is_no_data(
+        engine: Engine, first: tuple[str, str], second: tuple[str, str], footer: str) -> None:
+    """The same text, a number after the subject's last word that each copy draws anew:
+    a campaign (hold-out campaign_copies).  What shows it is mass mail without any bulk
+    header: a list-removal line, or sender local parts a machine drew.  Before: `same
+    text, but identifiers differ: 40254 here`."""
+    for number, (sender, subject) in enumerate((first, second)):
+        verdict = engine.check(make_message(OFFER.format(footer=footer), subject=subject,
+                                            sender=sender,
+                                            message_id=f"<c{number}@gotmail.example>"))
+    assert verdict.kind is not Kind.UNIQUE, verdict_value(verdict)
+
+
+ALERT = """The mail queue on mx1 is above its warning level.
+Look at the queue with mailq and at the log for deferred deliveries.
+You are receiving this because you subscribed to alerts for this host.
+"""
+
+
+@pytest.mark.parametrize(("body", "subjects", "headers"), [
+    (ALERT, ("Queue depth on mx1 5230", "Queue depth on mx1 5291"), {}),
+    (OFFER.format(footer=REMOVAL), ("Re: your order 46044", "Re: your order 46081"), {}),
+    ("Spend your points in our stores before they expire.\n\nTo unsubscribe, click here.\n",
+     ("Your points balance 1250", "Your points balance 1310"), BULK),
+    (ALERT, ("Nightly run 2025", "Nightly run 2026"), BULK)],
+    ids=["no sign of mass mail", "a label names it", "bulk and labelled", "a year"])
+def test_a_number_at_a_subjects_end_stays_data_without_campaign_evidence(
+        engine: Engine, body: str, subjects: tuple[str, str], headers: dict) -> None:
+    """The same body whose data live in the subject alone: an unlabelled number is data
+    in mail that shows no sign of mass mail, a labelled one (order, balance) and a year
+    are data in any mail.  Fails if every trailing number is read as a campaign's."""
+    for number, subject in enumerate(subjects):
+        verdict = engine.check(make_message(body, subject=subject, sender="alerts@ops.example",
+                                            message_id=f"<a{number}@ops.example>",
+                                            headers=headers))
+    assert verdict.kind is Kind.UNIQUE, verdict_value(verdict)
+
+
+@pytest.mark.parametrize(("sender", "headers", "footer", "expected"), [
+    ("offers@promo.example", {}, REMOVAL, True),
+    ("khqou1tzg6@promo.example", {}, "", True),
+    ("offers@promo.example", BULK, "", True),
+    ("john.smith84@example.org", {}, "", False),
+    ("offers@promo.example", {"List-Post": "<mailto:dev@lists.example>"}, REMOVAL, False),
+    ("offers@promo.example", {"Auto-Submitted": "auto-generated"}, REMOVAL, False)],
+    ids=["removal line", "machine-made local part", "bulk headers", "a person",
+         "a discussion list's footer", "a program"])
+def test_what_shows_mass_mail(sender: str, headers: dict, footer: str,
+                              expected: bool) -> None:
+    from mailfilter.message import parse
+    message = parse(make_message(OFFER.format(footer=footer), sender=sender,
+                                 headers=headers))
+    assert message.mass_mail is expected
+
+
+@pytest.mark.parametrize(("first", "second"), [("ZFWJJVPB", "UUSZ7LQP"),
+                                               ("YNTGSQRV", "HF7MQXD3")])
+def test_order_codes_of_capital_letters_alone_are_data(engine: Engine, first: str,
+                                                       second: str) -> None:
+    """"Order: ZFWJJVPB" then "Order: UUSZ7LQP" from an ESP: two orders.  Before, a code
+    without a digit counted nowhere, so the first held no data the second lacked: a
+    near-duplicate (realworld bulk_notices_with_data, seed 5)."""
+    for number, code in enumerate((first, second)):
+        verdict = engine.check(make_message(
+            ORDER.format(code=code, amount="24.00", tracking=f"5f1c2d3e4a5b6c7d8e9{number}"),
+            subject="Order confirmation", sender="hello@rskjl.example",
+            message_id=f"<l{number}@rskjl.example>", headers=BULK))
+    assert verdict.kind is Kind.UNIQUE, verdict_value(verdict)
