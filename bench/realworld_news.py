@@ -361,7 +361,9 @@ def _campaign_subject(rng: random.Random, subject: str, style: str) -> str:
         return f"{subject} {token}"
     if style == "leading_padded":
         return f"{rng.randint(1000, 99999)}{' ' * rng.randint(3, 20)}{subject}"
-    if style in ("bare_number", "machine_sender"):
+    if style == "fake_reply":
+        return f"Re: your order {rng.randint(10000, 99999)}"
+    if style in ("bare_number", "machine_sender", "rotating_sender"):
         # After the subject's last word, no punctuation or padding ("… for you 61064").
         return f"{subject.rstrip('!?.')} {rng.randint(1000, 99999)}"
     if style == "bracketed":
@@ -387,10 +389,13 @@ def campaign_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
     digits, a padded number in front, a bare number after the last word, a token in
     brackets) or from another local part of the same domain.  A bare number is data in
     other mail ("Queue depth on mx1 5230"): here the copy shows it was mass-mailed by a
-    list-removal line, or ("machine_sender", no such line) by local parts a machine drew."""
+    list-removal line, or ("machine_sender", no such line) by local parts a machine drew;
+    ("rotating_sender") a local part of letters per copy, no removal line: the same text
+    from two local parts under one subject but its number; ("fake_reply") "Re: your order
+    N" with no thread, in mass mail."""
     name = "campaign_copies"
     styles = ("padded", "after_punctuation", "random_token", "leading_padded", "sender",
-              "bare_number", "machine_sender", "bracketed")
+              "bare_number", "machine_sender", "bracketed", "rotating_sender", "fake_reply")
     cases = []
     for i in range(count):
         rng = ctx.rng(name, i)
@@ -400,7 +405,7 @@ def campaign_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
         me = rm.make_person(rng)
         subject = rng.choice(_PROMO_SUBJECTS)
         text = "\n\n".join(ctx.pool.prose(rng, rng.choice((1, 2, 3))))
-        if style != "machine_sender":
+        if style not in ("machine_sender", "rotating_sender"):
             text += rng.choice((
                 f"\n\nTo be removed from our list, reply with REMOVE to remove@{domain}\n",
                 f"\n\nTo unsubscribe from future offers, write to off@{domain}\n",
@@ -410,6 +415,8 @@ def campaign_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
         moment = rm.when(rng, 2002)
         for k in range(2):
             local = _machine_local_part(rng) if style == "machine_sender" else \
+                rm._alnum(rng, rng.randint(5, 9), "abcdefghijklmnopqrstuvwxyz") \
+                if style == "rotating_sender" else \
                 rm._alnum(rng, rng.randint(4, 9), "abcdefghijklmnopqrstuvwxyz0123456789") \
                 if style == "sender" or k == 0 else deliveries[0].sender.split("@")[0]
             sender = rm.Person(rng.choice(("", "Offers", "Customer Service")), f"{local}@{domain}")
@@ -441,6 +448,10 @@ def _subject_data(rng: random.Random, kind: str, value: int, host: str) -> tuple
         # mass mail (List-Unsubscribe, an unsubscribe line), a label before the number
         "shop_bulk": (f"Shipping update for your package {value}", f"shop@news.{host}"),
         "loyalty_bulk": (f"Your points balance {value}", f"rewards@news.{host}"),
+        # a local part per copy (a reply-able no-reply address), a labelled number
+        "code_per_copy_sender": (f"Security code {value % 1000000:06d}",
+                                 f"no-reply+{rm._alnum(rng, 6, 'abcdefghjkmnpqrstuvwxyz')}"
+                                 f"@{host}"),
     }[kind]
 
 
@@ -471,7 +482,7 @@ def subject_only_data(ctx: rc.Context, count: int) -> list[rc.Case]:
     invoice or ticket number, a sign-in code) live only in the subject: each is new."""
     name = "subject_only_data"
     kinds = ("jenkins", "jenkins_plain", "order", "order_no", "code", "invoice", "ticket",
-             "monitor", "shop_bulk", "loyalty_bulk")
+             "monitor", "shop_bulk", "loyalty_bulk", "code_per_copy_sender")
     cases = []
     for i in range(count):
         rng = ctx.rng(name, i)

@@ -123,6 +123,7 @@ def is_bulk(headers: Mapping[str, str]) -> bool:
 REMOVAL_WORDS = register((
     "unsubscribe", "to be removed", "removed from", "remove you from", "remove me from",
     "reply with remove", "opt out", "opt-out", "wish to receive", "want to receive",
+    "no longer receive", "delete your address", "future mailings",
     "leave this list", "leave our list", "off our list", "off this list", "abbestellen",
     "abmelden", "désinscri", "désabonne", "darse de baja", "darte de baja",
     "cancelar suscripción", "cancelar la suscripción", "afmelden", "uitschrijven",
@@ -163,6 +164,8 @@ def _shape(token: str, bulk: bool = True) -> str:
     bare = token.replace("-", "").replace("_", "").lower()
     digits = sum(c.isdigit() for c in bare)
     if len(bare) < 6 or digits < 2 or len(bare) - digits < 2:
+        if digits == 1 and len(bare) >= 8 and token.isupper():
+            return _RANDOM      # upper case with one digit: "EK9TWFTWYR", "4TCLWCPDAM"
         return _CODE if len(bare) >= _CODE_MIN and _switches(bare) >= 2 else ""
     if set(bare) <= _HEX and (len(bare) >= 16 or not bulk):
         return _RANDOM if len(bare) >= 16 and len(bare) != 40 else ""
@@ -181,7 +184,8 @@ def random_looking(token: str, bulk: bool = True) -> bool:
     out), at least 2 of each, and either hexadecimal of 16+ (not a 40-digit commit id) or
     switching between letters and digits 3 times or more ("8XK2-99QZ", "a81f3c9e" in
     bulk mail: elsewhere a hexadecimal run under 16 is a commit), or twice in 8 or more
-    written in groups or upper case ("5CDF-NMT3", "G28YEAUU"); "web03", "x86_64",
+    written in groups or upper case ("5CDF-NMT3", "G28YEAUU"), or of 8 or more in upper
+    case with one digit ("EK9TWFTWYR"); "web03", "x86_64",
     "SHA256", "covid19", "Win10Pro" are not."""
     return _shape(token, bulk) is _RANDOM
 

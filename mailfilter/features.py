@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
-from mailfilter.identifiers import IDENTIFIER_BITS, identifier_summary, identifiers
+from mailfilter.identifiers import IDENTIFIER_BITS, identifier_summary, identifiers, subject_stem
 from mailfilter.normalise import bare_message_id, normal_subject, site_of
 from mailfilter.text import words_of
 from mailfilter.values import Value, init
@@ -90,12 +90,14 @@ class Features(Value):
     addresses of the writers it forwards.  resend_note: its own text is a note that it
     sends its writer's message again.  notifier: sent by a tracker or program that says
     so in its header (campaign.is_notifier: X-GitHub-*, X-JIRA-*, Auto-Submitted …).
+    subject_stem: key64 of the subject without the numbers and codes a campaign writes at
+    its end (identifiers.subject_stem); 0 when that is the whole subject.
     """
 
     __slots__ = ("sender", "sender_name", "sender_domain", "subject", "thread", "quoted",
                  "identifiers", "identifier_bits", "calendar", "attachments",
                  "attachment_bytes", "text_bytes", "automated", "is_reply", "forwarded_from",
-                 "resend_note", "notifier")
+                 "resend_note", "notifier", "subject_stem")
 
     def __init__(self, sender: int = 0, sender_name: int = 0, sender_domain: int = 0,
                  subject: int = 0, thread: tuple[int, ...] = (), quoted: int = 0,
@@ -104,13 +106,13 @@ class Features(Value):
                  attachments: tuple[AttachmentSummary, ...] = (), attachment_bytes: int = 0,
                  text_bytes: int = 0, automated: bool = False, is_reply: bool = False,
                  forwarded_from: tuple[int, ...] = (), resend_note: bool = False,
-                 notifier: bool = False) -> None:
+                 notifier: bool = False, subject_stem: int = 0) -> None:
         init(self, sender=sender, sender_name=sender_name, sender_domain=sender_domain,
              subject=subject, thread=thread, quoted=quoted, identifiers=identifiers,
              identifier_bits=identifier_bits, calendar=calendar, attachments=attachments,
              attachment_bytes=attachment_bytes, text_bytes=text_bytes, automated=automated,
              is_reply=is_reply, forwarded_from=forwarded_from, resend_note=resend_note,
-             notifier=notifier)
+             notifier=notifier, subject_stem=subject_stem)
 
     @property
     def attachment_share(self) -> float:
@@ -123,7 +125,7 @@ class Features(Value):
         flags = (1 if self.identifier_bits else 0) | (2 if calendar else 0) | \
             (4 if self.automated else 0) | (8 if self.is_reply else 0) | \
             (16 if self.forwarded_from else 0) | (32 if self.resend_note else 0) | \
-            (64 if self.notifier else 0)
+            (64 if self.notifier else 0) | (128 if self.subject_stem else 0)
         method = (calendar.method.encode("ascii", "replace")[:16] if calendar else b"")
         parts = [
             _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_name,
@@ -151,6 +153,8 @@ class Features(Value):
         if self.forwarded_from:
             writers = self.forwarded_from[:MAX_FORWARDED]
             parts.append(struct.pack(f">B{len(writers)}Q", len(writers), *writers))
+        if self.subject_stem:
+            parts.append(struct.pack(">Q", self.subject_stem))
         return b"".join(parts)
 
     @classmethod
@@ -188,11 +192,13 @@ class Features(Value):
         if flags & 16:
             count = data[offset]
             forwarded_from = struct.unpack_from(f">{count}Q", data, offset + 1)
+            offset += 1 + 8 * count
+        subject_stem = struct.unpack_from(">Q", data, offset)[0] if flags & 128 else 0
         calendar = CalendarSummary(calendar_key, uid, sequence, method) if flags & 2 else None
         return cls(sender, sender_name, sender_domain, subject, thread, quoted, identifiers,
                    identifier_bits, calendar, tuple(attachments), attachment_bytes,
                    text_bytes, bool(flags & 4), bool(flags & 8), forwarded_from,
-                   bool(flags & 32), bool(flags & 64))
+                   bool(flags & 32), bool(flags & 64), subject_stem)
 
 
 EMPTY = Features()
@@ -241,13 +247,17 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
     files = [a for a in message.attachments if not is_calendar(a.content_type, a.filename)
              and not a.inline and len(a.data) >= MIN_ATTACHMENT_BYTES]
     files.sort(key=lambda a: len(a.data), reverse=True)
+    normal = normal_subject(message.subject)
+    subject = key64(normal)
+    stem = key64(subject_stem(normal)) if any(c.isdigit() for c in normal) else subject
     hashes, bits = identifier_summary(
         identifiers(message.text, message.subject) if names is None else names)
     return Features(
         sender=key64(message.sender),
         sender_name=name_key(message.sender_name),
         sender_domain=key64(registrable_domain(message.sender)),
-        subject=key64(normal_subject(message.subject)),
+        subject=subject,
+        subject_stem=0 if stem == subject else stem,
         thread=tuple(message_id_key64(i) for i in message.thread),
         quoted=key64(quoted_words),
         identifiers=hashes,

@@ -426,7 +426,8 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     # (campaign.py: a campaign's random tokens are no data, labelled codes count whole)
     subject, codes = (message.subject, ()) if message.notifier \
         else subject_without_tokens(message.subject)
-    names = identifiers(message.text, subject, None if stop else tokens, message.mass_mail)
+    names = identifiers(message.text, subject, None if stop else tokens, message.mass_mail,
+                        bool(message.thread))
     names += message.codes + codes
     # An invitation is its event: the same event in the same version is the same message
     # whatever its text (a resend may come with an empty body, or another client's).

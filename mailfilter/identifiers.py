@@ -216,9 +216,28 @@ _LONG_HEX = re.compile(rb"(?<![^ ])[0-9a-f]{7,}+(?![^ ])")
 _HEX_CHARS = frozenset("0123456789abcdef")
 
 
-def _without_campaign_token(subject: str, mass_mail: bool = False) -> str:
+def subject_stem(subject: str) -> str:
+    """``subject`` without the numbers and codes a campaign may write at its end, as in
+    mass mail (``_BARE_TOKEN``, up to three: "… [qmpyq] 67983"), labelled ones kept: what
+    two copies of one campaign share whoever sent them (features.py keys it)."""
+    for _ in range(3):
+        stem = _without_campaign_token(_PADDED_COUNTER.sub("", subject), True).rstrip()
+        if stem == subject:
+            break
+        subject = stem
+    return subject
+
+
+# A reply prefix with no thread under it, in mass mail: a lure ("Re: your order 20018"),
+# whose "order" names nothing the reader ordered.
+_FAKE_REPLY = re.compile(r"\s*(?:re|aw|sv|antw)\s*:", re.IGNORECASE)
+
+
+def _without_campaign_token(subject: str, mass_mail: bool = False,
+                            lure: bool = False) -> str:
     """``subject`` without a campaign token at its end (see ``_CAMPAIGN_TOKEN``; in mass
-    mail also ``_BARE_TOKEN``), unless a label word stands before it."""
+    mail also ``_BARE_TOKEN``), unless a label word stands before it (``lure``: a mass
+    mail's reply prefix without a thread, where a label names nothing)."""
     match = _CAMPAIGN_TOKEN.search(subject)
     if match is None and mass_mail:
         match = _BARE_TOKEN.search(subject)
@@ -230,14 +249,14 @@ def _without_campaign_token(subject: str, mass_mail: bool = False) -> str:
     if match is None:
         return subject
     before = subject[:match.start()].rstrip(" \t").rsplit(None, 1)
-    if before and before[-1].lower().rstrip(".") in _LABELS:
+    if before and before[-1].lower().rstrip(".") in _LABELS and not lure:
         return subject
     return subject[:match.start()]
 
 
 def identifiers(text: str, subject: str = "",
                 words: Sequence[str] | Sequence[bytes] | None = None,
-                mass_mail: bool = False) -> list[str]:
+                mass_mail: bool = False, threaded: bool = True) -> list[str]:
     """The identifiers of ``text`` and of the subject (tags, Re:/Fwd: and a campaign's
     padded counter or random token removed), lower case, in order of appearance; a value that occurs
     again is listed again with its count (``39``, ``39#2``): a report in which one of two
@@ -246,12 +265,15 @@ def identifiers(text: str, subject: str = "",
     ``words``: the words of ``text`` as the shingles read them (lower case), to save
     reading them again when the text holds no link, address or host name.  ``mass_mail``:
     sent to a list of addresses (campaign.is_mass_mail), where a bare number or code at
-    the subject's end is a campaign's token too."""
+    the subject's end is a campaign's token too, and under a reply prefix without a
+    thread (``threaded`` False) even a labelled one."""
     found: list[str] = []
     from_subject = 0
     if subject:
         if _DIGIT.search(subject):      # a padded counter or campaign token has a digit
-            subject = _without_campaign_token(_PADDED_COUNTER.sub("", subject), mass_mail)
+            subject = _without_campaign_token(
+                _PADDED_COUNTER.sub("", subject), mass_mail,
+                mass_mail and not threaded and _FAKE_REPLY.match(subject) is not None)
         if "[" in subject or ":" in subject:        # every tag and prefix has one
             subject = _SUBJECT_TAGS.sub(" ", subject)
     for from_text, (source, known) in enumerate(((subject, None), (text, words))):

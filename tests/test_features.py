@@ -118,8 +118,11 @@ def test_the_largest_possible_features_fit_the_store() -> None:
         identifiers=tuple(range(32)), identifier_bits=b"\xff" * 128,
         calendar=CalendarSummary(2**64 - 1, 2**64 - 1, 2**40, "X-" + "M" * 40),
         attachments=tuple(AttachmentSummary(2**64 - 1, 2**40, "n" * 200) for _ in range(50)),
-        attachment_bytes=2**63, text_bytes=2**40, automated=True, is_reply=True)
+        attachment_bytes=2**63, text_bytes=2**40, automated=True, is_reply=True,
+        forwarded_from=tuple(range(1, 40)), resend_note=True, notifier=True,
+        subject_stem=2**64 - 1)
     assert len(features.encode()) <= FEATURES_MAX
+    assert Features.decode(features.encode()).subject_stem == 2**64 - 1
 
 
 def test_engine_stores_and_matches_an_adversarial_message(engine: Engine) -> None:
