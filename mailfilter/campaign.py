@@ -26,8 +26,9 @@ _ESP_PREFIXES = ("x-mailgun-", "x-sg-", "x-mc-", "x-mailchimp", "x-campaign", "x
                  "x-marketo", "x-ems", "x-mailjet", "x-sendinblue", "x-mailer-recptid",
                  "x-listmember", "x-rpcampaign", "x-csa-complaints", "x-job")
 # ... and those of trackers and programs, whose ids are data.
-_NOTIFIER_PREFIXES = ("x-github-", "x-gitlab-", "x-bugzilla-", "x-jira-", "x-redmine-",
-                      "x-gerrit-", "x-phabricator-", "x-launchpad-", "x-cron-env")
+_TRACKER_PREFIXES = ("x-github-", "x-gitlab-", "x-bugzilla-", "x-jira-", "x-redmine-",
+                     "x-gerrit-", "x-phabricator-", "x-launchpad-")
+_NOTIFIER_PREFIXES = (*_TRACKER_PREFIXES, "x-cron-env")
 # A token of letters and digits, maybe in groups joined by - or _, is found where a digit
 # meets a letter, then read whole from its start: a byte translation makes every ASCII
 # letter "a", every digit "0", "-" and "_" "-", all else a space, and bytes.find finds
@@ -85,6 +86,13 @@ _HEX = frozenset("0123456789abcdef")
 _CODE_MIN = 5
 # Longer runs are no campaign's id (a UUID has 36 characters): base64, PGP armour.
 _TOKEN_MAX = 48
+
+
+def is_tracker(headers: Mapping[str, str]) -> bool:
+    """Sent by an issue tracker or code host that says so in its header (X-GitHub-*,
+    X-JIRA-*, X-Bugzilla-* …): it sends each event once, so its mail with other words is
+    the next event."""
+    return _x_field(headers, _TRACKER_PREFIXES)
 
 
 def is_notifier(headers: Mapping[str, str]) -> bool:

@@ -91,13 +91,15 @@ class Features(Value):
     sends its writer's message again.  notifier: sent by a tracker or program that says
     so in its header (campaign.is_notifier: X-GitHub-*, X-JIRA-*, Auto-Submitted …).
     subject_stem: key64 of the subject without the numbers and codes a campaign writes at
-    its end (identifiers.subject_stem); 0 when that is the whole subject.
+    its end (identifiers.subject_stem); 0 when that is the whole subject.  tracker: an
+    issue tracker's or code host's (campaign.is_tracker).  (Flag 128 says that a stem key
+    and a second flag byte follow the rest.)
     """
 
     __slots__ = ("sender", "sender_name", "sender_domain", "subject", "thread", "quoted",
                  "identifiers", "identifier_bits", "calendar", "attachments",
                  "attachment_bytes", "text_bytes", "automated", "is_reply", "forwarded_from",
-                 "resend_note", "notifier", "subject_stem")
+                 "resend_note", "notifier", "subject_stem", "tracker")
 
     def __init__(self, sender: int = 0, sender_name: int = 0, sender_domain: int = 0,
                  subject: int = 0, thread: tuple[int, ...] = (), quoted: int = 0,
@@ -106,13 +108,14 @@ class Features(Value):
                  attachments: tuple[AttachmentSummary, ...] = (), attachment_bytes: int = 0,
                  text_bytes: int = 0, automated: bool = False, is_reply: bool = False,
                  forwarded_from: tuple[int, ...] = (), resend_note: bool = False,
-                 notifier: bool = False, subject_stem: int = 0) -> None:
+                 notifier: bool = False, subject_stem: int = 0,
+                 tracker: bool = False) -> None:
         init(self, sender=sender, sender_name=sender_name, sender_domain=sender_domain,
              subject=subject, thread=thread, quoted=quoted, identifiers=identifiers,
              identifier_bits=identifier_bits, calendar=calendar, attachments=attachments,
              attachment_bytes=attachment_bytes, text_bytes=text_bytes, automated=automated,
              is_reply=is_reply, forwarded_from=forwarded_from, resend_note=resend_note,
-             notifier=notifier, subject_stem=subject_stem)
+             notifier=notifier, subject_stem=subject_stem, tracker=tracker)
 
     @property
     def attachment_share(self) -> float:
@@ -125,7 +128,7 @@ class Features(Value):
         flags = (1 if self.identifier_bits else 0) | (2 if calendar else 0) | \
             (4 if self.automated else 0) | (8 if self.is_reply else 0) | \
             (16 if self.forwarded_from else 0) | (32 if self.resend_note else 0) | \
-            (64 if self.notifier else 0) | (128 if self.subject_stem else 0)
+            (64 if self.notifier else 0) | (128 if self.subject_stem or self.tracker else 0)
         method = (calendar.method.encode("ascii", "replace")[:16] if calendar else b"")
         parts = [
             _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_name,
@@ -153,8 +156,8 @@ class Features(Value):
         if self.forwarded_from:
             writers = self.forwarded_from[:MAX_FORWARDED]
             parts.append(struct.pack(f">B{len(writers)}Q", len(writers), *writers))
-        if self.subject_stem:
-            parts.append(struct.pack(">Q", self.subject_stem))
+        if flags & 128:
+            parts.append(struct.pack(">QB", self.subject_stem, 1 if self.tracker else 0))
         return b"".join(parts)
 
     @classmethod
@@ -193,12 +196,12 @@ class Features(Value):
             count = data[offset]
             forwarded_from = struct.unpack_from(f">{count}Q", data, offset + 1)
             offset += 1 + 8 * count
-        subject_stem = struct.unpack_from(">Q", data, offset)[0] if flags & 128 else 0
+        subject_stem, more = struct.unpack_from(">QB", data, offset) if flags & 128 else (0, 0)
         calendar = CalendarSummary(calendar_key, uid, sequence, method) if flags & 2 else None
         return cls(sender, sender_name, sender_domain, subject, thread, quoted, identifiers,
                    identifier_bits, calendar, tuple(attachments), attachment_bytes,
                    text_bytes, bool(flags & 4), bool(flags & 8), forwarded_from,
-                   bool(flags & 32), bool(flags & 64), subject_stem)
+                   bool(flags & 32), bool(flags & 64), subject_stem, bool(more & 1))
 
 
 EMPTY = Features()
@@ -273,5 +276,6 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
             name_key(name) for name in message.forwarded_from))[:MAX_FORWARDED],
         resend_note=message.resend_note,
         notifier=message.notifier,
+        tracker=message.tracker,
     )
 

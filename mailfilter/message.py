@@ -19,7 +19,13 @@ import re
 import xxhash
 
 from mailfilter.boilerplate import split_boilerplate
-from mailfilter.campaign import is_bulk, is_mass_mail, is_notifier, without_campaign_tokens
+from mailfilter.campaign import (
+    is_bulk,
+    is_mass_mail,
+    is_notifier,
+    is_tracker,
+    without_campaign_tokens,
+)
 from mailfilter.features import CalendarSummary
 from mailfilter.invitations import CALENDAR_TYPES, calendar_summary, is_calendar
 from mailfilter.normalise import (
@@ -130,14 +136,15 @@ class Message(Value):
     notifier: a tracker's or a program's (mailfilter/campaign.py).  codes: the codes of
     letters and digits a label names as data ("Order: G28YEAUU"), whole, lower case.
     mass_mail: sent to a list of addresses by what it shows alone (campaign.is_mass_mail):
-    a number or code at its subject's end is a campaign's per-copy token.
+    a number or code at its subject's end is a campaign's per-copy token.  tracker: an
+    issue tracker's or code host's (campaign.is_tracker).
     """
 
     __slots__ = ("message_id", "date", "raw_body", "text", "quoted", "boilerplate",
                  "attachments", "defects", "headers", "whole_body", "sender", "sender_name",
                  "subject", "thread", "text_length", "calendar", "automated",
                  "forwarded_from", "attached", "resend_note", "notifier", "codes",
-                 "mass_mail", "_prepared")
+                 "mass_mail", "tracker", "_prepared")
 
     def __init__(self, message_id: str | None, date: str | None, raw_body: bytes, text: str,
                  quoted: str = "", boilerplate: str = "",
@@ -149,14 +156,15 @@ class Message(Value):
                  forwarded_from: tuple[str, ...] = (), prepared: Prepared | None = None,
                  attached: tuple[bytes, ...] = (), resend_note: bool = False,
                  notifier: bool = False, codes: tuple[str, ...] = (),
-                 mass_mail: bool = False) -> None:
+                 mass_mail: bool = False, tracker: bool = False) -> None:
         init(self, message_id=message_id, date=date, raw_body=raw_body, text=text,
              quoted=quoted, boilerplate=boilerplate, attachments=attachments,
              defects=defects, headers=headers, whole_body=whole_body, sender=sender,
              sender_name=sender_name, subject=subject, thread=thread,
              text_length=text_length, calendar=calendar, automated=automated,
              forwarded_from=forwarded_from, attached=attached, resend_note=resend_note,
-             notifier=notifier, codes=codes, mass_mail=mass_mail, _prepared=prepared)
+             notifier=notifier, codes=codes, mass_mail=mass_mail, tracker=tracker,
+             _prepared=prepared)
 
     @property
     def prepared(self) -> Prepared:
@@ -719,6 +727,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         notifier=notifier,
         codes=codes,
         mass_mail=not notifier and is_mass_mail(headers, full, sender),
+        tracker=is_tracker(headers),
     )
 
 

@@ -3,7 +3,10 @@ address for everyone who acts; its display name names who did.  The same words f
 another person ("+1", "Bump.", "Closed as completed") are another event, however alike
 the texts.  And a tracker sends each event once: its notification again is the same text
 (or the same Message-ID); one with other words is the next event, however little it
-says above the issue it quotes ("Closed as completed", then "Can reproduce on staging")."""
+says above the issue it quotes ("Closed as completed", then "Can reproduce on staging"),
+and however alike the rest ("Status: Open -> Reopened", then "Reopened -> Closed" over a
+long description: 0.95 alike).  Other programs' reports (cron, Auto-Submitted alone) are
+left to rule identifiers and automated_threshold."""
 
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ class NotifierRule:
         if new.sender_name and stored.sender_name and new.sender_name != stored.sender_name:
             return Judgement(rule=self.name,
                              note="a notification of the same service for another person")
-        if not pair.same_text and not (new.automated and stored.automated):
+        if not pair.same_text and (new.tracker and stored.tracker
+                                   or not (new.automated and stored.automated)):
             # (A program's reports: rule identifiers names the figures that changed.)
             return Judgement(rule=self.name,
                              note="a notification of the same service with other words: "
