@@ -926,6 +926,8 @@ def _note_over(rng: random.Random, ctx: rc.Context, name: str, i: int, notes: di
                        body=rm.text_part(original_text), mid=mid, rcpt=me.addr,
                        envelope=ann.addr, client=cl)
     note = rng.choice(notes[language]).format(first=me.first)
+    if rng.random() < 0.5:      # a client that wraps hard, inside a sentence
+        note = rm.wrap([note], rng.choice((40, 56, 72)))
     if rng.random() < 0.4:
         note = f"Hi {me.first},\n\n{note}"
     o = rm.Original(ann, [me], moment, subject, original_text, message_id=mid)

@@ -385,6 +385,9 @@ _COURTESY = Pattern(
     r"|merci d'avance|gracias de antemano|alvast bedankt|grazie in anticipo)\b")
 
 
+_WRAPPED = Pattern(r"\n(?=[a-zß-ÿ])")
+
+
 def is_follow_up_note(text: str) -> bool:
     """``text`` is a short follow-up and nothing more: at most ``FOLLOW_UP_WORDS`` words,
     every sentence of four words or more (a greeting, "Thanks!", a name are shorter) says
@@ -392,7 +395,9 @@ def is_follow_up_note(text: str) -> bool:
     without a figure ("Happy to jump on a call if easier"); one at least follows up."""
     if len(text.split(None, FOLLOW_UP_WORDS)) > FOLLOW_UP_WORDS:
         return False
-    lowered = text.lower()
+    # A line break before a lower-case letter is a client's hard wrap inside a sentence
+    # ("Could you let me know by Friday\nwhether this works"), not its end.
+    lowered = _WRAPPED.get().sub(" ", text).lower()
     if _ADDITION.get().search(lowered):
         return False
     follow_up, courtesy = _FOLLOW_UP.get(), _COURTESY.get()
