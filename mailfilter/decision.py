@@ -20,13 +20,13 @@ for every front end (docs/design.md, "Deciding"):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from mailfilter.config import ActionSettings, MilterSettings, SmtpdSettings
 from mailfilter.headers import partial_value, verdict_value
 from mailfilter.names import MILTER_ACTIONS, SMTPD_ACTIONS, Action, Kind
 from mailfilter.store import recipient_key
+from mailfilter.values import Value, init, replace
 
 if TYPE_CHECKING:
     from mailfilter.detector import Verdict
@@ -44,12 +44,16 @@ _NARROWED = frozenset((Action.REJECT, Action.TEMPFAIL, Action.DISCARD,
                        Action.DROP_RECIPIENTS))
 
 
-@dataclass(frozen=True, slots=True)
-class FrontEnd:
+class FrontEnd(Value):
     """What a front end can carry out."""
 
-    name: str                       # "milter", "smtpd", "pipe" (logs and metrics)
-    actions: tuple[str, ...]        # the actions its settings may name
+    __slots__ = ("name", "actions")
+
+    def __init__(self,
+                 name: str,                      # "milter", "smtpd", "pipe" (logs and metrics)
+                 actions: tuple[str, ...],       # the actions its settings may name
+                 ) -> None:
+        init(self, name=name, actions=actions)
 
 
 MILTER = FrontEnd("milter", MILTER_ACTIONS)
@@ -60,32 +64,43 @@ PIPE_CHECK = FrontEnd("pipe-check", (Action.TAG.value,))  # dupfilter --check: w
 EXIT_PASSED, EXIT_DUPLICATE, EXIT_NOT_DUPLICATE = 0, 0, 1
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(Value):
     """The SMTP reply to a refused or deferred message."""
 
-    code: int           # 550 or 451
-    status: str         # enhanced status code, "5.7.1"
-    text: str           # one line, no control characters
+    __slots__ = ("code", "status", "text")
+
+    def __init__(self,
+                 code: int,          # 550 or 451
+                 status: str,        # enhanced status code, "5.7.1"
+                 text: str,          # one line, no control characters
+                 ) -> None:
+        init(self, code=code, status=status, text=text)
 
 
-@dataclass(frozen=True, slots=True)
-class Disposition:
+class Disposition(Value):
     """What to do with one message, for a front end to translate into its protocol.
 
     When the message goes on (``delivered``), every incoming ``X-Dupfilter:`` is removed
     and ``header`` (when set) is added; the recipients in ``drop`` lose their copy.
     """
 
-    action: Action
-    header: str | None = None           # the X-Dupfilter value to add (no CR/LF)
-    keep: tuple[str, ...] = ()          # recipients it goes to, when some are dropped
-    drop: tuple[str, ...] = ()          # recipients who lose their copy
-    note: str | None = None             # why the action was narrowed (the log's note=)
-    record: bool = False                # remember it once it has gone on
-    refusal: Refusal | None = None      # reject, tempfail (and on_error tempfail)
-    quarantine: str | None = None       # hold it, with this reason (milter)
-    exit_status: int | None = None      # the pipe filter's exit status
+    __slots__ = ("action", "header", "keep", "drop", "note", "record", "refusal",
+                 "quarantine", "exit_status")
+
+    def __init__(
+        self,
+        action: Action,
+        header: str | None = None,           # the X-Dupfilter value to add (no CR/LF)
+        keep: tuple[str, ...] = (),          # recipients it goes to, when some are dropped
+        drop: tuple[str, ...] = (),          # recipients who lose their copy
+        note: str | None = None,             # why the action was narrowed (the log's note=)
+        record: bool = False,                # remember it once it has gone on
+        refusal: Refusal | None = None,      # reject, tempfail (and on_error tempfail)
+        quarantine: str | None = None,       # hold it, with this reason (milter)
+        exit_status: int | None = None,      # the pipe filter's exit status
+    ) -> None:
+        init(self, action=action, header=header, keep=keep, drop=drop, note=note,
+             record=record, refusal=refusal, quarantine=quarantine, exit_status=exit_status)
 
     @property
     def delivered(self) -> bool:

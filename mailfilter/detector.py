@@ -8,7 +8,6 @@ detector already knows.  It speaks no protocol and parses nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 
 from mailfilter.aliases import bare as bare_address
 from mailfilter.config import DetectorSettings
@@ -33,49 +32,63 @@ from mailfilter.store import (
     recipient_key,
     safe_message_id,
 )
+from mailfilter.values import Value, init, replace
 
 _RANK = {UNIQUE: 0, NEAR_DUPLICATE: 1, DUPLICATE: 2}
 # Fewest sketch hashes left after discounting boilerplate for a resemblance to mean much.
 _MIN_RESIDUAL = 8
 
 
-@dataclass(frozen=True, slots=True)
-class Evidence:
+class Evidence(Value):
     """One stored record the detector weighed, every measure it took, and what the pair
     rules made of it."""
 
-    record: Record
-    found_by: tuple[str, ...]
-    kind: Kind = UNIQUE
-    rule: RuleName | None = None        # the pair rule that decided, either way
-    measure: str = ""                   # the measure that matched (the header's reason=)
-    score: float | None = None
-    note: str = ""                      # why, in words (explain)
-    attachment: AttachmentSummary | None = None
-    resemblance: float | None = None
-    containment: float | None = None
-    histogram_positions: int | None = None
-    histogram_largest: int | None = None
-    attachment_similarity: float | None = None
-    recipients_seen: tuple[str, ...] = ()
-    # What the rules judged, before recipient scope (a copy of the record's text, new only
-    # to these recipients, is judged a duplicate here and unique in ``kind``).
-    judged: Kind = UNIQUE
+    __slots__ = ("record", "found_by", "kind", "rule", "measure", "score", "note",
+                 "attachment", "resemblance", "containment", "histogram_positions",
+                 "histogram_largest", "attachment_similarity", "recipients_seen", "judged")
+
+    def __init__(
+        self,
+        record: Record,
+        found_by: tuple[str, ...],
+        kind: Kind = UNIQUE,
+        rule: RuleName | None = None,        # the pair rule that decided, either way
+        measure: str = "",                   # the measure that matched (the header's reason=)
+        score: float | None = None,
+        note: str = "",                      # why, in words (explain)
+        attachment: AttachmentSummary | None = None,
+        resemblance: float | None = None,
+        containment: float | None = None,
+        histogram_positions: int | None = None,
+        histogram_largest: int | None = None,
+        attachment_similarity: float | None = None,
+        recipients_seen: tuple[str, ...] = (),
+        # What the rules judged, before recipient scope (a copy of the record's text, new
+        # only to these recipients, is judged a duplicate here and unique in ``kind``).
+        judged: Kind = UNIQUE,
+    ) -> None:
+        init(self, record=record, found_by=found_by, kind=kind, rule=rule, measure=measure,
+             score=score, note=note, attachment=attachment, resemblance=resemblance,
+             containment=containment, histogram_positions=histogram_positions,
+             histogram_largest=histogram_largest,
+             attachment_similarity=attachment_similarity, recipients_seen=recipients_seen,
+             judged=judged)
 
     @property
     def is_duplicate(self) -> bool:
         return self.kind is not UNIQUE
 
 
-@dataclass(frozen=True, slots=True)
-class Recording:
+class Recording(Value):
     """What remembering one message did, so that it can be taken back: the record added
     (``previous`` None) or seen again (``previous``: that record as it was)."""
 
-    doc_id: int
-    kind: Kind                      # the verdict counted
-    when: int
-    previous: Record | None = None
+    __slots__ = ("doc_id", "kind", "when", "previous")
+
+    def __init__(self, doc_id: int,
+                 kind: Kind,                    # the verdict counted
+                 when: int, previous: Record | None = None) -> None:
+        init(self, doc_id=doc_id, kind=kind, when=when, previous=previous)
 
 
 # Records of one text cluster weighed in one check, besides exact matches.
@@ -85,20 +98,28 @@ CLUSTER_CANDIDATES = 2
 CLUSTER_MEMBERS = 8
 
 
-@dataclass(frozen=True, slots=True)
-class Candidates:
+class Candidates(Value):
     """The records a check weighs, by which index each was found, and the message's
     sketch hashes held by many different stored texts (boilerplate: hash → how many)."""
 
-    records: dict[int, Record]
-    by_message_id: list[int]
-    by_digest: list[int]
-    by_histogram: dict[int, int]
-    by_shingle: dict[int, int]
-    by_chunk: dict[int, int]
-    sharing: frozenset[int]          # ids of records whose sketch shares a hash with it
-    boilerplate: dict[int, int]
-    delivered: dict[int, frozenset[int]]
+    __slots__ = ("records", "by_message_id", "by_digest", "by_histogram", "by_shingle",
+                 "by_chunk", "sharing", "boilerplate", "delivered")
+
+    def __init__(
+        self,
+        records: dict[int, Record],
+        by_message_id: list[int],
+        by_digest: list[int],
+        by_histogram: dict[int, int],
+        by_shingle: dict[int, int],
+        by_chunk: dict[int, int],
+        sharing: frozenset[int],          # ids of records whose sketch shares a hash with it
+        boilerplate: dict[int, int],
+        delivered: dict[int, frozenset[int]],
+    ) -> None:
+        init(self, records=records, by_message_id=by_message_id, by_digest=by_digest,
+             by_histogram=by_histogram, by_shingle=by_shingle, by_chunk=by_chunk,
+             sharing=sharing, boilerplate=boilerplate, delivered=delivered)
 
 
 # Measures that say "this very message again": recording bumps the matched record.
@@ -107,33 +128,45 @@ _EXACT_MEASURES = frozenset(("digest", "message-id"))
 _COPY_MEASURES = _EXACT_MEASURES | {"histogram", "calendar"}
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(Value):
     """The decision on one message, with everything needed to act, record and explain."""
 
-    kind: Kind
-    fingerprint: Fingerprint
-    message_id: str | None
-    score: float | None = None
-    measure: str = ""                   # the header's reason=: what matched
-    match: Record | None = None
-    decided_by: RuleName | None = None  # the pair rule of the best evidence
-    recipients: tuple[str, ...] = ()
-    recipients_seen: tuple[str, ...] = ()
-    evidence: tuple[Evidence, ...] = ()
-    containment: float | None = None
-    # The attachment a near-duplicate by attachments matched on (named in the header).
-    attachment: AttachmentSummary | None = None
-    defects: tuple[str, ...] = ()
-    # Allow rules (mailfilter/policy.py): the one that skipped the check, or the one that
-    # exempted the message from recording (action no-record).
-    skipped_by: str | None = None
-    exempted_by: str | None = None
-    # The id of the record the store added while checking (Store.lookup_or_add).
-    recorded_id: int | None = None
-    # The message's sketch hashes left out as boilerplate: (hash, different stored texts
-    # holding it, counted up to common_postings).
-    boilerplate: tuple[tuple[int, int], ...] = ()
+    __slots__ = ("kind", "fingerprint", "message_id", "score", "measure", "match",
+                 "decided_by", "recipients", "recipients_seen", "evidence", "containment",
+                 "attachment", "defects", "skipped_by", "exempted_by", "recorded_id",
+                 "boilerplate")
+
+    def __init__(
+        self,
+        kind: Kind,
+        fingerprint: Fingerprint,
+        message_id: str | None,
+        score: float | None = None,
+        measure: str = "",                   # the header's reason=: what matched
+        match: Record | None = None,
+        decided_by: RuleName | None = None,  # the pair rule of the best evidence
+        recipients: tuple[str, ...] = (),
+        recipients_seen: tuple[str, ...] = (),
+        evidence: tuple[Evidence, ...] = (),
+        containment: float | None = None,
+        # The attachment a near-duplicate by attachments matched on (named in the header).
+        attachment: AttachmentSummary | None = None,
+        defects: tuple[str, ...] = (),
+        # Allow rules (mailfilter/policy.py): the one that skipped the check, or the one
+        # that exempted the message from recording (action no-record).
+        skipped_by: str | None = None,
+        exempted_by: str | None = None,
+        # The id of the record the store added while checking (Store.lookup_or_add).
+        recorded_id: int | None = None,
+        # The message's sketch hashes left out as boilerplate: (hash, different stored
+        # texts holding it, counted up to common_postings).
+        boilerplate: tuple[tuple[int, int], ...] = (),
+    ) -> None:
+        init(self, kind=kind, fingerprint=fingerprint, message_id=message_id, score=score,
+             measure=measure, match=match, decided_by=decided_by, recipients=recipients,
+             recipients_seen=recipients_seen, evidence=evidence, containment=containment,
+             attachment=attachment, defects=defects, skipped_by=skipped_by,
+             exempted_by=exempted_by, recorded_id=recorded_id, boilerplate=boilerplate)
 
     @property
     def is_duplicate(self) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from mailfilter import fingerprint as fingerprints
@@ -20,6 +19,7 @@ from mailfilter.detector import UNIQUE, Detector, Recording, Verdict
 from mailfilter.message import first_look, parse
 from mailfilter.policy import compile_rules, first_match
 from mailfilter.store import Store, StoreError, open_store
+from mailfilter.values import Value, init, replace
 
 if TYPE_CHECKING:       # the writer thread (and concurrent.futures) only for daemons and batches
     from concurrent.futures import Future
@@ -30,23 +30,27 @@ if TYPE_CHECKING:       # the writer thread (and concurrent.futures) only for da
 P = TypeVar("P")
 
 
-@dataclass(frozen=True, slots=True)
-class Decision(Generic[P]):
+class Decision(Value, Generic[P]):
     """One processed message: its verdict, what the front end's plan made of it, and what
     recording did (None: not remembered)."""
 
-    verdict: Verdict
-    plan: P
-    recording: Recording | None
-    # Why the message could not be remembered (a full disk, say): checked all the same.
-    record_error: str | None = None
+    __slots__ = ("verdict", "plan", "recording", "record_error")
+
+    def __init__(self, verdict: Verdict, plan: P, recording: Recording | None,
+                 # Why the message could not be remembered (a full disk, say): checked
+                 # all the same.
+                 record_error: str | None = None) -> None:
+        init(self, verdict=verdict, plan=plan, recording=recording,
+             record_error=record_error)
 
 
-@dataclass(frozen=True, slots=True)
-class Keep:
+class Keep(Value):
     """A plan that only says whether to remember the message (batch work, tests)."""
 
-    record: bool
+    __slots__ = ("record",)
+
+    def __init__(self, record: bool) -> None:
+        init(self, record=record)
 
 
 KEEP, DROP = Keep(True), Keep(False)
@@ -58,9 +62,13 @@ _OWN_ERRORS = (ArithmeticError, AttributeError, IndexError, KeyError, LookupErro
                RecursionError, TypeError, ValueError)
 
 
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    error: BaseException
+class _Failed(Value):
+    """A job's own error, carried back as its result (see :func:`_settle`)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        init(self, error=error)
 
 
 def _isolated(job: Callable[[], P]) -> P | _Failed:
@@ -99,14 +107,15 @@ def _never(verdict: Verdict) -> Keep:
     return DROP
 
 
-@dataclass(frozen=True, slots=True)
-class Analysis:
+class Analysis(Value):
     """A parsed and fingerprinted message: all the store-free work, picklable."""
 
-    message_id: str | None
-    fingerprint: fingerprints.Fingerprint
-    defects: tuple[str, ...]
-    headers: tuple[tuple[str, str], ...] = ()
+    __slots__ = ("message_id", "fingerprint", "defects", "headers")
+
+    def __init__(self, message_id: str | None, fingerprint: fingerprints.Fingerprint,
+                 defects: tuple[str, ...], headers: tuple[tuple[str, str], ...] = ()) -> None:
+        init(self, message_id=message_id, fingerprint=fingerprint, defects=defects,
+             headers=headers)
 
 
 def analyse(raw: bytes, settings: FingerprintSettings, *, keep_headers: bool = True,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mailfilter.store import safe_message_id
+from mailfilter.values import Fields
 
 if TYPE_CHECKING:
     from mailfilter.detector import Verdict
@@ -62,20 +62,32 @@ def partial_value(verdict: Verdict, had: int, recipients: int) -> str:
                        + verdict_value(verdict))
 
 
-@dataclass(slots=True)
-class _Split:
+class _Split(Fields):
     """A message taken apart around its header, with incoming ``X-Dupfilter:`` fields out."""
 
-    newline: bytes          # the message's line end: CRLF or LF, as its first line ends
-    # (LF for a message whose first line ends in CRLF but whose header has a bare LF:
-    # its lines are split at LF, and keep their CRs)
-    envelope: list[bytes]   # an mbox ``From `` line, if the message starts with one, and
-    #                         lines with leading white space right after it (or at the top)
-    kept: list[bytes]       # the other header lines, in order (without line ends)
-    removed: int            # lines taken out (fields and their folded continuations)
-    body: bytes             # the blank line and the body, verbatim
-    open_end: bool          # no header/body separator and no final line end
-    cr_first: bool = False  # read by LF although the first line ends in CRLF
+    __slots__ = ("newline", "envelope", "kept", "removed", "body", "open_end", "cr_first")
+
+    def __init__(
+        self,
+        newline: bytes,         # the message's line end: CRLF or LF, as its first line ends
+        # (LF for a message whose first line ends in CRLF but whose header has a bare LF:
+        # its lines are split at LF, and keep their CRs)
+        envelope: list[bytes],  # an mbox ``From `` line, if the message starts with one,
+        #                         and lines with leading white space right after it (or at
+        #                         the top)
+        kept: list[bytes],      # the other header lines, in order (without line ends)
+        removed: int,           # lines taken out (fields and their folded continuations)
+        body: bytes,            # the blank line and the body, verbatim
+        open_end: bool,         # no header/body separator and no final line end
+        cr_first: bool = False,  # read by LF although the first line ends in CRLF
+    ) -> None:
+        self.newline = newline
+        self.envelope = envelope
+        self.kept = kept
+        self.removed = removed
+        self.body = body
+        self.open_end = open_end
+        self.cr_first = cr_first
 
 
 def _split(raw: bytes) -> _Split:

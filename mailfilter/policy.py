@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+
+from mailfilter.values import Value, init
 
 ACTIONS = ("skip", "no-record")
 _NAMED_FIELDS = ("envelope-sender", "recipient", "from", "list-id", "auto-submitted",
@@ -25,12 +26,13 @@ class PolicyError(ValueError):
     """A rule that cannot work, worded for the postmaster."""
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
-    name: str
-    field: str
-    pattern: re.Pattern[str]
-    action: str
+class Rule(Value):
+    """One allow rule of ``[policy] rules``, compiled (see :func:`compile_rules`)."""
+
+    __slots__ = ("name", "field", "pattern", "action")
+
+    def __init__(self, name: str, field: str, pattern: re.Pattern[str], action: str) -> None:
+        init(self, name=name, field=field, pattern=pattern, action=action)
 
     def matches(self, headers: Sequence[tuple[str, str]], sender: str | None,
                 recipients: Sequence[str]) -> bool:

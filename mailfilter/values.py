@@ -1,33 +1,29 @@
-"""Small immutable records as plain ``__slots__`` classes.
+"""Small records as plain ``__slots__`` classes instead of dataclasses.
 
-A frozen dataclass writes its ``__init__``, ``__eq__``, ``__repr__`` and ``__hash__`` as
-source and compiles them in every process that imports it (about 0.4 ms a class, paid at
-every start of the pipe filter); these classes write their ``__init__`` by hand and share
-the rest from :class:`Value`, which reads the fields from ``__slots__``.
+A dataclass writes its ``__init__``, ``__eq__``, ``__repr__`` (and ``__hash__``) as source
+and compiles them in every process that imports it (0.4–0.85 ms a class, paid at every
+start of the pipe filter); these classes write their ``__init__`` by hand and share the
+rest from :class:`Fields` (settable attributes, like a dataclass) or :class:`Value`
+(immutable and hashable, like a frozen one), which read the fields from ``__slots__``.
 """
 
 from __future__ import annotations
 
 
-class Value:
-    """Equality, hash, repr and pickling by the fields named in ``__slots__`` (in order;
-    a slot whose name starts with ``_`` is a private cache, none of these); no attribute
-    can be set after ``__init__`` (which sets them with :func:`init`)."""
+class Fields:
+    """Equality, repr and pickling by the fields named in ``__slots__`` (in order; a slot
+    whose name starts with ``_`` is a private cache, none of these).  Attributes can be set;
+    no hash (like a dataclass's: equal records that change cannot be keys)."""
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
+    __hash__ = None     # type: ignore[assignment]
 
-    def __init_subclass__(cls) -> None:
-        super().__init_subclass__()
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
         cls._fields = tuple(name for klass in reversed(cls.__mro__)
                             for name in klass.__dict__.get("__slots__", ())
                             if not name.startswith("_"))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable: cannot delete {name}")
 
     def _values(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in self._fields)
@@ -37,15 +33,28 @@ class Value:
             return NotImplemented
         return self._values() == other._values()      # type: ignore[attr-defined]
 
-    def __hash__(self) -> int:
-        return hash(self._values())
-
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
         return f"{type(self).__name__}({fields})"
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return type(self), self._values()
+
+
+class Value(Fields):
+    """A :class:`Fields` that is immutable, and hashable by its fields: no attribute can be
+    set after ``__init__`` (which sets them with :func:`init`)."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot delete {name}")
+
+    def __hash__(self) -> int:
+        return hash(self._values())
 
 
 _set = object.__setattr__
@@ -57,10 +66,10 @@ def init(instance: Value, **values: object) -> None:
         _set(instance, name, value)
 
 
-def replace(value, **changes):  # noqa: ANN001, ANN201 - a Value or a dataclass
+def replace(value, **changes):  # noqa: ANN001, ANN201 - a Fields, a Value or a dataclass
     """A copy of ``value`` with some fields changed: ``dataclasses.replace`` for these
     classes (and for dataclasses, which it hands to it)."""
-    if not isinstance(value, Value):
+    if not isinstance(value, Fields):
         import dataclasses
         return dataclasses.replace(value, **changes)
     fields = {name: getattr(value, name) for name in value._fields}

@@ -5,7 +5,7 @@ through both daemons in test_milter_unit.py and test_smtpd.py (``PARTIAL_ROWS``)
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
 from helpers import make_message, paragraph_text
@@ -30,6 +30,7 @@ from mailfilter.engine import analyse
 from mailfilter.headers import verdict_value
 from mailfilter.names import MILTER_ACTIONS, SMTPD_ACTIONS, Action, Kind
 from mailfilter.store import Record
+from mailfilter.values import replace
 
 BOB, CAROL = "<Bob@Example.NET>", "<carol@example.net>"   # as the MTA spells them
 FINGERPRINT = analyse(make_message(paragraph_text(1)), FingerprintSettings()).fingerprint

@@ -3,7 +3,6 @@ Redis Cluster), and LMDB's own: pruning, growth, modes, no message text, old sch
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import random
 import stat
@@ -31,6 +30,7 @@ from mailfilter.store import (
     message_id_key,
 )
 from mailfilter.store.lmdb import LmdbStore
+from mailfilter.values import replace
 
 every_backend = pytest.mark.every_backend
 
@@ -56,7 +56,7 @@ def sample_record(number: int = 1, **changes: object) -> Record:
         first_seen=1_790_000_000, last_seen=1_790_000_000, seen=1,
         features=b"\x01ids\x00" + rng.randbytes(40))
     record.histogram_sum = sum(record.histogram)
-    return dataclasses.replace(record, **changes)
+    return replace(record, **changes)
 
 
 # -- the record codec -----------------------------------------------------------------------
@@ -65,15 +65,15 @@ def test_record_round_trips_with_its_features() -> None:
     record = sample_record(features=bytes(range(256)) * 4)
     data = record.encode()
     assert data[0] == RECORD_VERSION == 3
-    assert Record.decode(7, data) == dataclasses.replace(record, doc_id=7)
+    assert Record.decode(7, data) == replace(record, doc_id=7)
     bare = sample_record(features=b"", message_id=None, message_id_key=None, chunks=(),
                          recipients=())
-    assert Record.decode(3, bare.encode()) == dataclasses.replace(bare, doc_id=3)
+    assert Record.decode(3, bare.encode()) == replace(bare, doc_id=3)
     # A copy in a text cluster keeps its cluster and the index hashes new to it.
-    copy = dataclasses.replace(record, cluster=41, novel=record.sketch[3:5])
-    assert Record.decode(9, copy.encode()) == dataclasses.replace(copy, doc_id=9)
-    assert dataclasses.replace(copy, novel=()).encode() != copy.encode()
-    assert Record.decode(9, dataclasses.replace(copy, novel=()).encode()).novel == ()
+    copy = replace(record, cluster=41, novel=record.sketch[3:5])
+    assert Record.decode(9, copy.encode()) == replace(copy, doc_id=9)
+    assert replace(copy, novel=()).encode() != copy.encode()
+    assert Record.decode(9, replace(copy, novel=()).encode()).novel == ()
 
 
 def test_version_2_records_decode_as_their_own_cluster() -> None:
@@ -96,7 +96,7 @@ def test_features_longer_than_the_limit_are_refused() -> None:
 def test_schema_1_records_decode_without_features() -> None:
     record = sample_record()
     old = Record.decode(5, schema1.encode(record))
-    assert old == dataclasses.replace(record, doc_id=5, features=b"")
+    assert old == replace(record, doc_id=5, features=b"")
     with pytest.raises(StoreError, match="schema 9"):
         Record.decode(5, b"\x09" + schema1.encode(record)[1:])
 
@@ -108,7 +108,7 @@ def test_schema_1_records_flagged_with_features_keep_them() -> None:
     data = bytearray(schema1.encode(record))
     data[1] = 1
     data += len(record.features).to_bytes(2, "big") + record.features
-    assert Record.decode(4, bytes(data)) == dataclasses.replace(record, doc_id=4)
+    assert Record.decode(4, bytes(data)) == replace(record, doc_id=4)
 
 
 def test_the_layout_says_where_every_field_is() -> None:
@@ -169,14 +169,14 @@ def test_a_repeat_touch_edits_the_record_in_place_as_a_full_rewrite_would(
     one.  (A slip in the header offsets would corrupt every repeat's record.)"""
     store = LmdbStore(tmp_path / "s", {"index_size": 24})
     record = sample_record(recipients=(5, 9))
-    doc_id = store.add(dataclasses.replace(record))
+    doc_id = store.add(replace(record))
     store.touch(doc_id, record.last_seen + 60, [9, 5, 9])
-    expected = dataclasses.replace(record, doc_id=doc_id, seen=2,
+    expected = replace(record, doc_id=doc_id, seen=2,
                                    last_seen=record.last_seen + 60)
     with store.env.begin() as txn:
         assert bytes(txn.get(struct.pack(">Q", doc_id), db=store.docs)) == expected.encode()
     store.touch(doc_id, record.last_seen, [])               # older: the time stays
-    assert store.get(doc_id) == dataclasses.replace(expected, seen=3)
+    assert store.get(doc_id) == replace(expected, seen=3)
     assert [r.doc_id for r in store.stale(record.last_seen + 61)] == [doc_id]
     assert list(store.stale(record.last_seen + 60)) == []
     store.touch(doc_id, record.last_seen + 120, [11])        # a new recipient: rewritten
@@ -195,7 +195,7 @@ def test_features_are_kept_verbatim_and_touch_keeps_them(store: Store) -> None:
     assert after.features == record.features and after.seen == 2
     assert after.recipients == record.recipients + (77,)
     assert after.last_seen == record.last_seen + 60
-    assert dataclasses.replace(after, seen=1, last_seen=record.last_seen,
+    assert replace(after, seen=1, last_seen=record.last_seen,
                                recipients=record.recipients) == record
     other = store.add(sample_record(2, features=b""))
     assert store.get(other).features == b""
@@ -265,7 +265,7 @@ def test_part_digests_find_the_records_of_a_message_s_parts(store: Store) -> Non
     """Query.digests after the first: the newest few records under each (part_limit),
     reported by digest."""
     part = sample_record(1, word_count=0, chunks=())   # shared digests need no content
-    ids = [store.add(dataclasses.replace(part, message_id=f"<p{n}@x>")) for n in range(6)]
+    ids = [store.add(replace(part, message_id=f"<p{n}@x>")) for n in range(6)]
     other = store.add(sample_record(2))
     probe = raw_query(digests=(bytes(16), part.digest, sample_record(2).digest,
                                bytes(range(16))))
@@ -421,19 +421,19 @@ def test_large_histogram_window_returns_the_closest_first(engine: Engine) -> Non
     assert set(found.records) == set(found.by_histogram)
     # A million records put hundreds of near-identical histograms in one window: the
     # histogram rule weighs only the closest few (then the oldest: the first stored).
-    fewer = engine.store.lookup(dataclasses.replace(probe, histogram_limit=3))
+    fewer = engine.store.lookup(replace(probe, histogram_limit=3))
     assert list(fewer.by_histogram.values()) == [0, 1, 1]
     assert set(fewer.records) == set(fewer.by_histogram)
     ones = sorted(i for i in ids if kind_of[i] == "one")
     assert [i for i in fewer.by_histogram if kind_of[i] == "one"] == ones[:2]
     # A rule allowing 3 positions is more than the groups can promise: the whole window is
     # compared (and 1 position fewer finds only the nearer ones).
-    wider = engine.store.lookup(dataclasses.replace(probe, histogram_max_positions=3,
+    wider = engine.store.lookup(replace(probe, histogram_max_positions=3,
                                                     histogram_limit=20))
     assert wider.histogram_window_size == len(records)
     assert list(wider.by_histogram.values())[:6] == [0, 1, 1, 1, 2, 2]
     assert all(kind_of[i] == "far" for i, p in wider.by_histogram.items() if p == 3)
-    nearer = engine.store.lookup(dataclasses.replace(probe, histogram_max_positions=1))
+    nearer = engine.store.lookup(replace(probe, histogram_max_positions=1))
     assert list(nearer.by_histogram.values()) == [0, 1, 1, 1]
 
 

@@ -27,6 +27,7 @@ from mailfilter.store import (
     message_id_key,
     open_store,
 )
+from mailfilter.values import replace
 
 SKETCH, INDEX = 64, 24
 
@@ -106,7 +107,7 @@ def answer(found: Found, names: dict[int, str]) -> dict[str, Any]:
     def named(listed: Any) -> list[str]:
         return sorted(ids[i] for i in listed)
     return {
-        "records": {ids[i]: dataclasses.replace(r, doc_id=0, cluster=ids.get(r.cluster, ""))
+        "records": {ids[i]: replace(r, doc_id=0, cluster=ids.get(r.cluster, ""))
                     for i, r in found.records.items()},
         "by_message_id": named(found.by_message_id), "by_digest": named(found.by_digest),
         "by_histogram": {ids[i]: p for i, p in found.by_histogram.items()},
@@ -143,11 +144,11 @@ def test_lmdb_redis_and_cluster_answer_alike(
             # text), bringing only some index hashes to it.
             root = rng.choice(stored) if stored and rng.random() < 0.25 else None
             if root is not None and root.cluster == 0:
-                record = dataclasses.replace(record, cluster=-1, novel=tuple(
+                record = replace(record, cluster=-1, novel=tuple(
                     h for h in record.sketch[:INDEX] if h not in root.sketch))
             stored.append(record)
             for name, store in stores.items():
-                mine = dataclasses.replace(record)
+                mine = replace(record)
                 if record.cluster:
                     mine.cluster = ids[name][root.features.decode()]
                 ids[name][f"r{number}"] = store.add(mine)
@@ -175,7 +176,7 @@ def test_lmdb_redis_and_cluster_answer_alike(
             == sum(sum(day.values()) for day in stats["redis"]["verdicts_per_day"].values())
         # The records themselves.
         named = {name: {i: n for n, i in ids[name].items()} for name in stores}
-        every = {name: {r.features.decode(): dataclasses.replace(
+        every = {name: {r.features.decode(): replace(
             r, doc_id=0, cluster=named[name].get(r.cluster, ""))
             for r in store.records()} for name, store in stores.items()}
         assert every["lmdb"] == every["redis"] == every["cluster"]
@@ -201,7 +202,7 @@ def test_lmdb_redis_and_cluster_answer_alike(
         for number in range(60):
             query = make_query(rng, families, stored, cluster=False)
             if number % 2:      # like a stored record, but no exact key of one
-                query = dataclasses.replace(query, message_id_key=None,
+                query = replace(query, message_id_key=None,
                                             digests=(rng.randbytes(16),))
             for name in ("lmdb", "redis"):
                 record = make_record(rng, 10_000 + number, rng.choice(families), when)

@@ -16,7 +16,6 @@ import os
 import stat
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 
 from mailfilter import __version__
 from mailfilter.cli import settings_from
@@ -26,6 +25,7 @@ from mailfilter.detector import Verdict
 from mailfilter.engine import Decision, Engine
 from mailfilter.headers import pass_through, tag_message
 from mailfilter.store import StoreError
+from mailfilter.values import replace
 
 EX_TEMPFAIL = 75
 

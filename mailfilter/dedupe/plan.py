@@ -26,7 +26,7 @@ import email.utils
 import hashlib
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from mailfilter.config import Settings
 from mailfilter.dedupe.sources import Folder, Handle, StoredMessage, sha256
@@ -35,6 +35,7 @@ from mailfilter.engine import Analysis, Decision, Engine, analyse, remember
 from mailfilter.names import DUPLICATE, NEAR_DUPLICATE
 from mailfilter.normalise import first_values, read_headers
 from mailfilter.store import message_id_key
+from mailfilter.values import replace
 
 KEEP_STRATEGIES = ("oldest", "newest", "largest")
 # The header fields a delivery or a second fetch puts on top of a message (a re-fetched copy

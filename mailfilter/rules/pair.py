@@ -7,7 +7,6 @@ text, a shared attachment, data that differ).  Pure: no store, no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from typing import ClassVar, Protocol
@@ -17,6 +16,7 @@ from mailfilter.features import AttachmentSummary, Features
 from mailfilter.fingerprint import Fingerprint, message_id_key64
 from mailfilter.identifiers import identifier_difference
 from mailfilter.names import UNIQUE, Kind
+from mailfilter.values import Fields, Value, init
 
 
 class RuleName(StrEnum):
@@ -39,17 +39,18 @@ class RuleName(StrEnum):
     SUBJECT = "subject"
 
 
-@dataclass(frozen=True, slots=True)
-class Judgement:
+class Judgement(Value):
     """What a rule made of one pair: a verdict kind, the measure that matched (the
     header's ``reason=``), its score, the rule and why in words (``explain``)."""
 
-    kind: Kind = UNIQUE
-    rule: RuleName | None = None      # None: no rule decided (nothing alike enough)
-    measure: str = ""
-    score: float | None = None
-    note: str = ""
-    attachment: AttachmentSummary | None = None
+    __slots__ = ("kind", "rule", "measure", "score", "note", "attachment")
+
+    def __init__(self, kind: Kind = UNIQUE,
+                 rule: RuleName | None = None,      # None: no rule decided (nothing alike enough)
+                 measure: str = "", score: float | None = None, note: str = "",
+                 attachment: AttachmentSummary | None = None) -> None:
+        init(self, kind=kind, rule=rule, measure=measure, score=score, note=note,
+             attachment=attachment)
 
 
 class Rule(Protocol):
@@ -63,29 +64,54 @@ class Rule(Protocol):
         ...
 
 
-@dataclass(eq=False)
-class Pair:
+class Pair(Fields):
     """A new message and one stored record, with the measures the detector took.
 
     The facts several rules share (``same_text``, ``short``, ``threshold``, ``alike`` …)
-    are derived once, on first use.
+    are derived once, on first use (kept in ``__dict__``).  Compared by identity.
     """
 
-    new: Fingerprint
-    stored_words: int
-    stored_digest: bytes
-    stored_message_id: str | None
-    same_message_id: bool
-    new_features: Features
-    stored_features: Features
-    resemblance: float | None
-    containment_of_stored: float | None   # share of the stored text the new one holds
-    histogram_positions: int | None       # bins that differ (of 36)
-    histogram_sum_distance: int           # |sum of the new histogram - the stored one's|
-    histogram_chars: int                  # characters the stored histogram counted
-    attachment_similarity: float | None
-    stored_sketch: tuple[int, ...]
-    settings: DetectorSettings
+    __slots__ = ("new", "stored_words", "stored_digest", "stored_message_id",
+                 "same_message_id", "new_features", "stored_features", "resemblance",
+                 "containment_of_stored", "histogram_positions", "histogram_sum_distance",
+                 "histogram_chars", "attachment_similarity", "stored_sketch", "settings",
+                 "__dict__")
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __init__(
+        self,
+        new: Fingerprint,
+        stored_words: int,
+        stored_digest: bytes,
+        stored_message_id: str | None,
+        same_message_id: bool,
+        new_features: Features,
+        stored_features: Features,
+        resemblance: float | None,
+        containment_of_stored: float | None,   # share of the stored text the new one holds
+        histogram_positions: int | None,       # bins that differ (of 36)
+        histogram_sum_distance: int,           # |sum of the new histogram - the stored one's|
+        histogram_chars: int,                  # characters the stored histogram counted
+        attachment_similarity: float | None,
+        stored_sketch: tuple[int, ...],
+        settings: DetectorSettings,
+    ) -> None:
+        self.new = new
+        self.stored_words = stored_words
+        self.stored_digest = stored_digest
+        self.stored_message_id = stored_message_id
+        self.same_message_id = same_message_id
+        self.new_features = new_features
+        self.stored_features = stored_features
+        self.resemblance = resemblance
+        self.containment_of_stored = containment_of_stored
+        self.histogram_positions = histogram_positions
+        self.histogram_sum_distance = histogram_sum_distance
+        self.histogram_chars = histogram_chars
+        self.attachment_similarity = attachment_similarity
+        self.stored_sketch = stored_sketch
+        self.settings = settings
 
     @cached_property
     def same_text(self) -> bool:

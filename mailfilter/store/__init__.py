@@ -20,12 +20,12 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 import xxhash
 
 from mailfilter.config import check_store
+from mailfilter.values import Fields, Value, init
 
 T = TypeVar("T")
 # The store's layout (its sub-databases or keys); a store of an older layout is upgraded
@@ -63,8 +63,7 @@ _CHUNK = struct.Struct(">QI")
 _U16 = struct.Struct(">H")
 
 
-@dataclass(frozen=True)
-class RecordLayout:
+class RecordLayout(Value):
     """Where everything is in an encoded :class:`Record` (what a Redis script reads).
 
     An encoded record is the fixed header (``fields``: name → (offset, width) in bytes,
@@ -80,20 +79,23 @@ class RecordLayout:
     a script that edits the header or the recipients and copies the rest keeps any.
     """
 
-    header: int
-    fields: dict[str, tuple[int, int]]
-    sections: tuple[str, ...]
-    sketch_width: int
-    chunk_width: int
-    chunk_digest_width: int
-    recipient_width: int
-    recipients_max: int
-    message_id_max: int
-    features_length_width: int
-    features_max: int
-    cluster_width: int
-    novel_length_width: int
-    all_novel: int
+    __slots__ = ("header", "fields", "sections", "sketch_width", "chunk_width",
+                 "chunk_digest_width", "recipient_width", "recipients_max", "message_id_max",
+                 "features_length_width", "features_max", "cluster_width",
+                 "novel_length_width", "all_novel")
+
+    def __init__(self, header: int, fields: dict[str, tuple[int, int]],
+                 sections: tuple[str, ...], sketch_width: int, chunk_width: int,
+                 chunk_digest_width: int, recipient_width: int, recipients_max: int,
+                 message_id_max: int, features_length_width: int, features_max: int,
+                 cluster_width: int, novel_length_width: int, all_novel: int) -> None:
+        init(self, header=header, fields=fields, sections=sections,
+             sketch_width=sketch_width, chunk_width=chunk_width,
+             chunk_digest_width=chunk_digest_width, recipient_width=recipient_width,
+             recipients_max=recipients_max, message_id_max=message_id_max,
+             features_length_width=features_length_width, features_max=features_max,
+             cluster_width=cluster_width, novel_length_width=novel_length_width,
+             all_novel=all_novel)
 
     def offset(self, name: str) -> int:
         return self.fields[name][0]
@@ -213,36 +215,49 @@ def safe_message_id(message_id: str | None) -> str | None:
     return cleaned[:MESSAGE_ID_MAX] or None
 
 
-@dataclass(slots=True)
-class Record:
+class Record(Fields):
     """One remembered message."""
 
-    histogram: bytes
-    histogram_sum: int
-    histogram_chars: int
-    sketch: tuple[int, ...]
-    shingle_count: int
-    word_count: int
-    digest: bytes
-    message_id_key: bytes | None
-    message_id: str | None
-    chunks: tuple[tuple[int, int], ...] = ()
-    recipients: tuple[int, ...] = ()
-    first_seen: int = 0
-    last_seen: int = 0
-    seen: int = 1
-    doc_id: int = 0
-    # The detector's own small encoded data (up to FEATURES_MAX bytes): kept and returned
-    # verbatim, never read by a store.
-    features: bytes = b""
-    # The text cluster the record belongs to: the id of the first record of that text (the
-    # detector judged this one a copy of it); NO_CLUSTER: its own.  Recipients are filed
-    # under their cluster (``Found.delivered``).
-    cluster: int = NO_CLUSTER
-    # Its index hashes that its cluster did not have yet, filed in the text index whose
-    # counts say how many *different* texts hold a hash (so that copies never make a text
-    # look common); None: all of the first index_size (a record heading its cluster).
-    novel: tuple[int, ...] | None = None
+    __slots__ = ("histogram", "histogram_sum", "histogram_chars", "sketch", "shingle_count",
+                 "word_count", "digest", "message_id_key", "message_id", "chunks",
+                 "recipients", "first_seen", "last_seen", "seen", "doc_id", "features",
+                 "cluster", "novel")
+
+    def __init__(self, histogram: bytes, histogram_sum: int, histogram_chars: int,
+                 sketch: tuple[int, ...], shingle_count: int, word_count: int, digest: bytes,
+                 message_id_key: bytes | None, message_id: str | None,
+                 chunks: tuple[tuple[int, int], ...] = (), recipients: tuple[int, ...] = (),
+                 first_seen: int = 0, last_seen: int = 0, seen: int = 1, doc_id: int = 0,
+                 # The detector's own small encoded data (up to FEATURES_MAX bytes): kept
+                 # and returned verbatim, never read by a store.
+                 features: bytes = b"",
+                 # The text cluster the record belongs to: the id of the first record of
+                 # that text (the detector judged this one a copy of it); NO_CLUSTER: its
+                 # own.  Recipients are filed under their cluster (``Found.delivered``).
+                 cluster: int = NO_CLUSTER,
+                 # Its index hashes that its cluster did not have yet, filed in the text
+                 # index whose counts say how many *different* texts hold a hash (so that
+                 # copies never make a text look common); None: all of the first
+                 # index_size (a record heading its cluster).
+                 novel: tuple[int, ...] | None = None) -> None:
+        self.histogram = histogram
+        self.histogram_sum = histogram_sum
+        self.histogram_chars = histogram_chars
+        self.sketch = sketch
+        self.shingle_count = shingle_count
+        self.word_count = word_count
+        self.digest = digest
+        self.message_id_key = message_id_key
+        self.message_id = message_id
+        self.chunks = chunks
+        self.recipients = recipients
+        self.first_seen = first_seen
+        self.last_seen = last_seen
+        self.seen = seen
+        self.doc_id = doc_id
+        self.features = features
+        self.cluster = cluster
+        self.novel = novel
 
     @property
     def cluster_id(self) -> int:
@@ -343,61 +358,94 @@ def _format(cache: dict[int, struct.Struct], pattern: str, count: int) -> struct
     return cache[count]
 
 
-@dataclass(frozen=True, slots=True)
-class Query:
+class Query(Value):
     """What one check reads: the postings under a message's keys, in one read transaction
     (LMDB) or one round trip (Redis).  Every limit is the detector's; a store reads what it
     is asked and decides nothing."""
 
-    message_id_key: bytes | None
-    digests: tuple[bytes, ...]      # the body digest, then more texts' digests (parts)
-    shingles: tuple[int, ...]       # sketch hashes: their newest ids, and how many
-    #                                 different texts hold each (Found.counts)
-    chunks: tuple[int, ...]         # attachment chunk digests: their newest ids
-    histogram: bytes
-    histogram_sum: int
-    histogram_window: int           # 0: no histogram lookup
-    histogram_max_positions: int    # bins a histogram match may differ in
-    histogram_limit: int            # that many matches: the closest, then the oldest
-    exact_limit: int                # newest ids per Message-ID key and body digest
-    part_limit: int                 # newest ids per further digest
-    shingle_limit: int              # newest ids per sketch hash and chunk
-    counted: tuple[int, ...] = ()   # more sketch hashes: only how many records hold each
-    count_limit: int = 0            # counts stop here (how many is "many" is the caller's);
-    #                                 0: no counts
-    recipients: tuple[int, ...] = ()   # recipient keys: which of them each cluster found
-    #                                    has been delivered to (Found.delivered)
-    per_text: bool = False          # sketch hashes and histogram window: one record per text
-    #                                 cluster (a store that indexes clusters: LMDB), not every
-    #                                 copy; a newsletter's 10,000 copies are then one entry
-    members: int = 0                # with per_text: the newest members of each text cluster
-    #                                 found under a sketch hash (Found.members)
-    per_cluster: int = 0            # with per_text: histogram matches kept per text cluster,
-    #                                 the newest of the closest histogram_limit (0: all)
+    __slots__ = ("message_id_key", "digests", "shingles", "chunks", "histogram",
+                 "histogram_sum", "histogram_window", "histogram_max_positions",
+                 "histogram_limit", "exact_limit", "part_limit", "shingle_limit", "counted",
+                 "count_limit", "recipients", "per_text", "members", "per_cluster")
+
+    def __init__(
+        self,
+        message_id_key: bytes | None,
+        digests: tuple[bytes, ...],      # the body digest, then more texts' digests (parts)
+        shingles: tuple[int, ...],       # sketch hashes: their newest ids, and how many
+        #                                  different texts hold each (Found.counts)
+        chunks: tuple[int, ...],         # attachment chunk digests: their newest ids
+        histogram: bytes,
+        histogram_sum: int,
+        histogram_window: int,           # 0: no histogram lookup
+        histogram_max_positions: int,    # bins a histogram match may differ in
+        histogram_limit: int,            # that many matches: the closest, then the oldest
+        exact_limit: int,                # newest ids per Message-ID key and body digest
+        part_limit: int,                 # newest ids per further digest
+        shingle_limit: int,              # newest ids per sketch hash and chunk
+        counted: tuple[int, ...] = (),   # more sketch hashes: only how many records hold each
+        count_limit: int = 0,            # counts stop here (how many is "many" is the
+        #                                  caller's); 0: no counts
+        recipients: tuple[int, ...] = (),   # recipient keys: which of them each cluster
+        #                                     found has been delivered to (Found.delivered)
+        per_text: bool = False,          # sketch hashes and histogram window: one record per
+        #                                  text cluster (a store that indexes clusters:
+        #                                  LMDB), not every copy; a newsletter's 10,000
+        #                                  copies are then one entry
+        members: int = 0,                # with per_text: the newest members of each text
+        #                                  cluster found under a sketch hash (Found.members)
+        per_cluster: int = 0,            # with per_text: histogram matches kept per text
+        #                                  cluster, the newest of the closest
+        #                                  histogram_limit (0: all)
+    ) -> None:
+        init(self, message_id_key=message_id_key, digests=digests, shingles=shingles,
+             chunks=chunks, histogram=histogram, histogram_sum=histogram_sum,
+             histogram_window=histogram_window,
+             histogram_max_positions=histogram_max_positions,
+             histogram_limit=histogram_limit, exact_limit=exact_limit, part_limit=part_limit,
+             shingle_limit=shingle_limit, counted=counted, count_limit=count_limit,
+             recipients=recipients, per_text=per_text, members=members,
+             per_cluster=per_cluster)
 
 
-@dataclass(slots=True)
-class Found:
+class Found(Fields):
     """What a store read for a :class:`Query`: ids under each key, newest first, every
-    record among them, and the recipients filed under their clusters."""
+    record among them, and the recipients filed under their clusters.  (Each list and
+    dict left out is a new empty one, which the store fills.)"""
 
-    by_message_id: list[int] = field(default_factory=list)
-    by_digest: list[int] = field(default_factory=list)
-    # sketch hash → the newest ids under it (at most Query.shingle_limit)
-    by_shingle: dict[int, list[int]] = field(default_factory=dict)
-    # sketch hash (of Query.shingles and Query.counted) → different texts holding it (records
-    # for which it was new to their cluster), up to count_limit
-    counts: dict[int, int] = field(default_factory=dict)
-    by_chunk: dict[int, list[int]] = field(default_factory=dict)
-    # doc id → number of histogram bins that differ (within the limit), closest first
-    by_histogram: dict[int, int] = field(default_factory=dict)
-    histogram_window_size: int = 0
-    # every id listed above → its record
-    records: dict[int, Record] = field(default_factory=dict)
-    # cluster id (Record.cluster_id) → the query's recipient keys filed under it
-    delivered: dict[int, frozenset[int]] = field(default_factory=dict)
-    # text cluster found under a sketch hash → its newest members (Query.members)
-    members: dict[int, list[int]] = field(default_factory=dict)
+    __slots__ = ("by_message_id", "by_digest", "by_shingle", "counts", "by_chunk",
+                 "by_histogram", "histogram_window_size", "records", "delivered", "members")
+
+    def __init__(
+        self,
+        by_message_id: list[int] | None = None,
+        by_digest: list[int] | None = None,
+        # sketch hash → the newest ids under it (at most Query.shingle_limit)
+        by_shingle: dict[int, list[int]] | None = None,
+        # sketch hash (of Query.shingles and Query.counted) → different texts holding it
+        # (records for which it was new to their cluster), up to count_limit
+        counts: dict[int, int] | None = None,
+        by_chunk: dict[int, list[int]] | None = None,
+        # doc id → number of histogram bins that differ (within the limit), closest first
+        by_histogram: dict[int, int] | None = None,
+        histogram_window_size: int = 0,
+        # every id listed above → its record
+        records: dict[int, Record] | None = None,
+        # cluster id (Record.cluster_id) → the query's recipient keys filed under it
+        delivered: dict[int, frozenset[int]] | None = None,
+        # text cluster found under a sketch hash → its newest members (Query.members)
+        members: dict[int, list[int]] | None = None,
+    ) -> None:
+        self.by_message_id = [] if by_message_id is None else by_message_id
+        self.by_digest = [] if by_digest is None else by_digest
+        self.by_shingle = {} if by_shingle is None else by_shingle
+        self.counts = {} if counts is None else counts
+        self.by_chunk = {} if by_chunk is None else by_chunk
+        self.by_histogram = {} if by_histogram is None else by_histogram
+        self.histogram_window_size = histogram_window_size
+        self.records = {} if records is None else records
+        self.delivered = {} if delivered is None else delivered
+        self.members = {} if members is None else members
 
     @property
     def empty(self) -> bool:

@@ -41,7 +41,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import TypeVar
@@ -68,6 +67,7 @@ from mailfilter.store import (
     histogram_probe_sums,
     message_id_key,
 )
+from mailfilter.values import Value, init
 
 T = TypeVar("T")
 _U64 = struct.Struct(">Q")
@@ -110,16 +110,15 @@ _DAMAGE = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.InvalidError,
 _ESSENTIAL = ("docs", "by_time", "counts", "by_shingle", "by_digest", "by_msgid", "by_chunk")
 
 
-@dataclass(frozen=True)
-class _Entries:
+class _Entries(Value):
     """Where the parts of a histogram index entry are, as ``getmulti(keyfixed=True)``
     returns it (the key, then the value): its width, the group byte (None: one group), the
     36 bins (permuted as the images of :func:`_images`) and the id."""
 
-    width: int
-    group: int | None
-    bins: int
-    id: int
+    __slots__ = ("width", "group", "bins", "id")
+
+    def __init__(self, width: int, group: int | None, bins: int, id: int) -> None:
+        init(self, width=width, group=group, bins=bins, id=id)
 
 
 # by_hist: group (1), sum (2), the group's bins (12) | the other bins (24), id (8).
