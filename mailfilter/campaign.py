@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 
 from mailfilter.text import Pattern, Prepared, register
+from mailfilter.values import Value, init
 
 # What a token becomes: one word, so that the copies' texts align word for word.
 PLACEHOLDER = "token"
@@ -88,40 +89,54 @@ _CODE_MIN = 5
 _TOKEN_MAX = 48
 
 
-def is_tracker(headers: Mapping[str, str]) -> bool:
-    """Sent by an issue tracker or code host that says so in its header (X-GitHub-*,
-    X-JIRA-*, X-Bugzilla-* …): it sends each event once, so its mail with other words is
-    the next event."""
-    return _x_field(headers, _TRACKER_PREFIXES)
+class Sending(Value):
+    """How a message was sent, by its header fields, read in one pass.
+
+    tracker: by an issue tracker or code host that says so (X-GitHub-*, X-JIRA-*,
+    X-Bugzilla-* …): it sends each event once, so its mail with other words is the next
+    event.  notifier: by a tracker, cron or another program that says so (those, or
+    Auto-Submitted other than "no"): its ids are data.  discussion: through a discussion
+    list (List-Post: people write there; a newsletter's List-Id alone is no such list).
+    bulk: in bulk (List-Unsubscribe, Precedence: bulk or junk, an ESP's header fields, a
+    spam filter's yes), and neither by a program nor through a discussion list."""
+
+    __slots__ = ("tracker", "notifier", "discussion", "bulk")
+
+    def __init__(self, tracker: bool, notifier: bool, discussion: bool, bulk: bool) -> None:
+        init(self, tracker=tracker, notifier=notifier, discussion=discussion, bulk=bulk)
+
+
+def sending(headers: Mapping[str, str]) -> Sending:
+    """How the message with these header fields (lower-case names) was sent."""
+    tracker = cron = esp = False
+    for name in headers:
+        if name.startswith("x-"):
+            if name.startswith(_TRACKER_PREFIXES):
+                tracker = True
+            elif name.startswith("x-cron-env"):
+                cron = True
+            elif name.startswith(_ESP_PREFIXES):
+                esp = True
+    submitted = headers.get("auto-submitted", "").strip().lower()
+    notifier = tracker or cron or (bool(submitted) and submitted != "no")
+    discussion = headers.get("list-post", "no").strip().lower() != "no"
+    bulk = not notifier and not discussion and (
+        esp or "list-unsubscribe" in headers
+        or headers.get("precedence", "").strip().lower() in ("bulk", "junk")
+        or headers.get("x-spam-flag", "").strip().lower() == "yes"
+        or headers.get("x-spam-status", "").lstrip().lower().startswith("yes"))
+    return Sending(tracker, notifier, discussion, bulk)
 
 
 def is_notifier(headers: Mapping[str, str]) -> bool:
     """Sent by a tracker, a code host, cron or another program that says so in its
-    header (X-GitHub-*, X-Bugzilla-*, X-JIRA-*, Auto-Submitted …)."""
-    submitted = headers.get("auto-submitted", "").strip().lower()
-    return (bool(submitted) and submitted != "no") or _x_field(headers, _NOTIFIER_PREFIXES)
-
-
-def _from_people_or_programs(headers: Mapping[str, str]) -> bool:
-    """Through a discussion list (List-Post: people write there; a newsletter's List-Id
-    alone is no such list), or from a tracker or another program (their ids are data)."""
-    return headers.get("list-post", "no").strip().lower() != "no" or is_notifier(headers)
+    header (:class:`Sending`)."""
+    return sending(headers).notifier
 
 
 def is_bulk(headers: Mapping[str, str]) -> bool:
-    """Sent in bulk (List-Unsubscribe, Precedence: bulk or junk, an ESP's header fields,
-    a spam filter's yes) and not by a tracker or another program (their ids are data), nor
-    through a discussion list."""
-    if _from_people_or_programs(headers):
-        return False
-    if "list-unsubscribe" in headers:
-        return True
-    if headers.get("precedence", "").strip().lower() in ("bulk", "junk"):
-        return True
-    if headers.get("x-spam-flag", "").strip().lower() == "yes" \
-            or headers.get("x-spam-status", "").lstrip().lower().startswith("yes"):
-        return True
-    return _x_field(headers, _ESP_PREFIXES)
+    """Sent in bulk, not by a program nor through a discussion list (:class:`Sending`)."""
+    return sending(headers).bulk
 
 
 # Words of a list-removal line, in the languages of the reply layouts: a message that
@@ -138,27 +153,19 @@ REMOVAL_WORDS = register((
     "disiscriv", "cancella l'iscrizione"))
 
 
-def is_mass_mail(headers: Mapping[str, str], text: Prepared, sender: str | None) -> bool:
+def is_mass_mail(sent: Sending, text: Prepared, sender: str | None) -> bool:
     """Sent to a list of addresses, by what one copy shows alone: bulk header fields
-    (:func:`is_bulk`), a list-removal line in its ``text`` (the whole
+    (``sent.bulk``), a list-removal line in its ``text`` (the whole
     decoded text, before cleaning sets footers aside), or a sender local part a machine
     drew for this copy ("khqou1tzg6@…", see :func:`random_looking`).  Never mail through
     a discussion list or from a tracker or program.  A campaign writes a per-copy token
     into such mail's subject (identifiers.py reads it so)."""
-    if _from_people_or_programs(headers):
+    if sent.notifier or sent.discussion:
         return False
-    if is_bulk(headers) or text.any(REMOVAL_WORDS):
+    if sent.bulk or text.any(REMOVAL_WORDS):
         return True
     local = (sender or "").partition("@")[0]
     return len(local) <= _TOKEN_MAX and random_looking(local, bulk=False)
-
-
-def _x_field(headers: Mapping[str, str], prefixes: tuple[str, ...]) -> bool:
-    """A field whose name starts with one of ``prefixes`` (all "x-…")."""
-    for name in headers:
-        if name.startswith("x-") and name.startswith(prefixes):
-            return True
-    return False
 
 
 _RANDOM, _CODE = "random", "code"
@@ -253,18 +260,39 @@ def _masked(text: str, bulk: bool) -> tuple[str | None, tuple[str, ...]]:
             pieces.append(text[kept:start])
             pieces.append(PLACEHOLDER)
             kept = end
-    if ":" in text or "#" in text or "\n" in text:
-        # Codes of capital letters alone ("Order: ZFWJJVPB", "Booking reference:
-        # YNTGSQRV", or alone under such a line): found after a colon or # or alone on
-        # their line, counted when a label names them (no digit, so no switch above).
-        for match in _LETTER_CODE.get().finditer(text):
-            if _labelled(text, match.start(1), label):
-                codes.append(match.group(1).lower())
+    codes.extend(_letter_codes(text, label))
     if not pieces:
         return None, tuple(codes)
     pieces.append(text[kept:])
     return "".join(pieces), tuple(codes)
 
 
-_LETTER_CODE = Pattern(r"(?:[:#][ \t]*+|^[ \t]*+)([A-Z]{5,12}+)[ \t]*+(?:$|[.,;)])",
-                       re.MULTILINE)
+# Capital ASCII letters "A", other letters and digits "a", all else a space: a run of
+# five capitals is found at memchr speed (a pattern tried along the text cost 14 µs a
+# message).
+_CAPITALS = bytes(ord("A") if 65 <= byte <= 90 else ord("a") if chr(byte).isascii()
+                  and chr(byte).isalnum() else ord(" ") for byte in range(256))
+
+
+def _letter_codes(text: str, label: re.Pattern[str]) -> list[str]:
+    """Codes of 5 to 12 capital letters alone, lower case ("Order: ZFWJJVPB", "Booking
+    reference: YNTGSQRV", or alone on the line under such a label): after a colon or #
+    or alone on their line, and only when a label names them (no digit, so
+    :func:`_tokens_with_switches` does not find them)."""
+    coded = text.encode("ascii", "replace").translate(_CAPITALS)
+    found: list[str] = []
+    at = coded.find(b"AAAAA")
+    while at >= 0:
+        end = at + 5
+        while end < len(coded) and coded[end] == 65:        # "A"
+            end += 1
+        if end - at <= 12 and (at == 0 or coded[at - 1] == 32) \
+                and (end == len(coded) or coded[end] == 32):
+            line_end = text.find("\n", end)
+            after = text[end:len(text) if line_end < 0 else line_end].lstrip(" \t")
+            before = text[text.rfind("\n", 0, at) + 1:at].rstrip(" \t")
+            if (not after or after[0] in ".,;)") and (not before or before[-1] in ":#") \
+                    and _labelled(text, at, label):
+                found.append(text[at:end].lower())
+        at = coded.find(b"AAAAA", end)
+    return found

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
-from mailfilter.identifiers import IDENTIFIER_BITS, identifier_summary, identifiers, subject_stem
+from mailfilter.identifiers import (
+    DIGIT,
+    IDENTIFIER_BITS,
+    identifier_summary,
+    identifiers,
+    subject_stem,
+)
 from mailfilter.normalise import bare_message_id, normal_subject, site_of
 from mailfilter.text import words_of
 from mailfilter.values import Value, init
@@ -89,10 +95,10 @@ class Features(Value):
     message (In-Reply-To, or a Re: subject).  forwarded_from: key64 of the names and
     addresses of the writers it forwards.  resend_note: its own text is a note that it
     sends its writer's message again.  notifier: sent by a tracker or program that says
-    so in its header (campaign.is_notifier: X-GitHub-*, X-JIRA-*, Auto-Submitted …).
+    so in its header (campaign.Sending: X-GitHub-*, X-JIRA-*, Auto-Submitted …).
     subject_stem: key64 of the subject without the numbers and codes a campaign writes at
     its end (identifiers.subject_stem); 0 when that is the whole subject.  tracker: an
-    issue tracker's or code host's (campaign.is_tracker).  (Flag 128 says that a stem key
+    issue tracker's or code host's (campaign.Sending).  (Flag 128 says that a stem key
     and a second flag byte follow the rest.)
     """
 
@@ -252,7 +258,7 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
     files.sort(key=lambda a: len(a.data), reverse=True)
     normal = normal_subject(message.subject)
     subject = key64(normal)
-    stem = key64(subject_stem(normal)) if any(c.isdigit() for c in normal) else subject
+    stem = key64(subject_stem(normal)) if DIGIT.search(normal) else subject
     hashes, bits = identifier_summary(
         identifiers(message.text, message.subject) if names is None else names)
     return Features(

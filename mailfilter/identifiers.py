@@ -104,7 +104,7 @@ _NOT_HEX = bytes(set(_LETTERS) - set(_HEX_LETTERS))
 # The slash first (a literal the regex engine finds fast), then the look back at the one
 # character before it: a path starts at a slash that follows no word, slash or dot.
 _PATH = re.compile(r"/(?<![\w/.]/)[\w.@-]+(?:/[\w.@-]+)+")
-_DIGIT = re.compile(r"\d")
+DIGIT = re.compile(r"\d")      # (features.py asks it too)
 _NOT_DIGITS_OR_SPACE = re.compile(r"[^\d ]+")
 # A record keeps the hashes of up to this many different identifiers, else a bit map.
 EXACT_IDENTIFIERS = 32
@@ -270,7 +270,7 @@ def identifiers(text: str, subject: str = "",
     found: list[str] = []
     from_subject = 0
     if subject:
-        if _DIGIT.search(subject):      # a padded counter or campaign token has a digit
+        if DIGIT.search(subject):      # a padded counter or campaign token has a digit
             subject = _without_campaign_token(
                 _PADDED_COUNTER.sub("", subject), mass_mail,
                 mass_mail and not threaded and _FAKE_REPLY.match(subject) is not None)

@@ -19,13 +19,7 @@ import re
 import xxhash
 
 from mailfilter.boilerplate import split_boilerplate
-from mailfilter.campaign import (
-    is_bulk,
-    is_mass_mail,
-    is_notifier,
-    is_tracker,
-    without_campaign_tokens,
-)
+from mailfilter.campaign import is_mass_mail, sending, without_campaign_tokens
 from mailfilter.features import CalendarSummary
 from mailfilter.invitations import CALENDAR_TYPES, calendar_summary, is_calendar
 from mailfilter.normalise import (
@@ -137,7 +131,7 @@ class Message(Value):
     letters and digits a label names as data ("Order: G28YEAUU"), whole, lower case.
     mass_mail: sent to a list of addresses by what it shows alone (campaign.is_mass_mail):
     a number or code at its subject's end is a campaign's per-copy token.  tracker: an
-    issue tracker's or code host's (campaign.is_tracker).
+    issue tracker's or code host's (campaign.Sending).
     """
 
     __slots__ = ("message_id", "date", "raw_body", "text", "quoted", "boilerplate",
@@ -673,7 +667,8 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     prepared = _links_to_sites(prepared)
     sender = address_of(sender_field)
     automated = _automated(headers, sender)
-    notifier, bulk = automated or is_notifier(headers), is_bulk(headers)
+    sent = sending(headers)
+    notifier, bulk = automated or sent.notifier, sent.bulk
     codes: tuple[str, ...] = ()
     if not notifier:
         # Step: a campaign's per-copy codes and tracking ids are no data (campaign.py);
@@ -726,8 +721,8 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         resend_note=resend_note,
         notifier=notifier,
         codes=codes,
-        mass_mail=not notifier and is_mass_mail(headers, full, sender),
-        tracker=is_tracker(headers),
+        mass_mail=not notifier and is_mass_mail(sent, full, sender),
+        tracker=sent.tracker,
     )
 
 
