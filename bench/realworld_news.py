@@ -409,7 +409,8 @@ def campaign_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
             text += rng.choice((
                 f"\n\nTo be removed from our list, reply with REMOVE to remove@{domain}\n",
                 f"\n\nTo unsubscribe from future offers, write to off@{domain}\n",
-                "\n\nIf you no longer wish to receive our offers, click here.\n"))
+                "\n\nIf you no longer wish to receive our offers, click here.\n",
+                "\n\nIf you wish not to receive any further e-mail from us, click here.\n"))
         body = rm.text_part(text)
         deliveries = []
         moment = rm.when(rng, 2002)

@@ -146,7 +146,8 @@ def is_bulk(headers: Mapping[str, str]) -> bool:
 REMOVAL_WORDS = register((
     "unsubscribe", "to be removed", "removed from", "remove you from", "remove me from",
     "reply with remove", "opt out", "opt-out", "wish to receive", "want to receive",
-    "no longer receive", "delete your address", "future mailings",
+    "no longer receive", "delete your address", "future mailings", "further e-mail",
+    "further email", "further mailings",
     "leave this list", "leave our list", "off our list", "off this list", "abbestellen",
     "abmelden", "désinscri", "désabonne", "darse de baja", "darte de baja",
     "cancelar suscripción", "cancelar la suscripción", "afmelden", "uitschrijven",
