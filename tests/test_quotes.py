@@ -110,6 +110,18 @@ def test_a_name_line_sign_off_without_a_closing_line() -> None:
     assert kept.strip() == "Hi all,\n\nAgreed."
 
 
+def test_thanks_opening_a_reply_does_not_take_the_reply_along() -> None:
+    """"Thanks!" above the reply's own paragraphs (under a quote): a closing word, but two
+    lines of prose below it are the message.  Before, the whole reply was set aside as a
+    sign-off and the text was its attribution line alone (realworld
+    resends_and_reencodings seed 7: an edited copy went unfound)."""
+    text = ("Ciaran stated the following:\n\nThanks!\n\nIn the past I tried lilo -u /dev/hda "
+            "and it would not work, an\noriginal copy of the MBR must be in the boot "
+            "directory for it to work.\nWhich is exactly what I did not have here.\n")
+    kept, _ = split_signoff(text, "Linda Jensen")
+    assert "original copy of the MBR" in kept and "exactly what I did not have" in kept
+
+
 def test_a_one_word_message_is_not_its_own_sign_off() -> None:
     assert split_signoff("Thanks!\n", "Bob Martin") == ("Thanks!\n", "")
 
