@@ -623,11 +623,12 @@ def render(report: Report, failures: bool = False) -> str:
             cells.append(f" {(f'{hits / total:.2f} ({hits}/{total})' if total else '-'):>17}")
         out.append(f"  {label:<41}" + "".join(cells))
     if failures:
-        out.append("\ndupfilter failures")
+        out.append("\ndupfilter failures (in a busy store: marked busy)")
         for result in report.results:
-            if result.method != "dupfilter" or result.passed:
+            if not result.method.startswith("dupfilter") or result.passed:
                 continue
-            out.append(f"- {result.category} #{result.index} [{result.format}]"
+            where = " busy" if result.method != "dupfilter" else ""
+            out.append(f"- {result.category} #{result.index} [{result.format}]{where}"
                        + (f" error: {result.error}" if result.error else ""))
             for k, o in enumerate(result.outcomes, 1):
                 mark = "  " if o.right else "✗ "
