@@ -803,12 +803,15 @@ def split_signoff(text: str, sender_name: str = "", prepared: Prepared | None = 
     if len(block) > _SIGNOFF_MAX_CHARS or \
             sum(1 for line in block.split("\n") if line.strip()) > _SIGNOFF_MAX_LINES:
         return text, ""
-    prose_lines = sum(1 for line in block.split("\n")
-                      if len(line.split()) >= _PROSE_LINE_WORDS)
-    if prose_lines >= (1 if start != closing else 2):
+    lines = block.split("\n")
+    if start != closing and any(len(line.split()) >= _PROSE_LINE_WORDS for line in lines):
         # Under a line that merely starts with the sender's name ("Product Digest", a
-        # newsletter's masthead), a line of prose; under a closing word, two ("Thanks!"
-        # opening a reply, its paragraphs below): the message itself, not a signature.
+        # newsletter's masthead), a line of prose: the message itself, not a signature.
+        return text, ""
+    if start == closing and len(next((line for line in lines[1:] if line.strip()), "")
+                                .split()) >= _PROSE_LINE_WORDS:
+        # A closing word whose next line is prose ("Thanks!" opening a reply, its
+        # paragraphs below), not a name: the message goes on.
         return text, ""
     return text[:start], block
 
