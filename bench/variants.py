@@ -34,6 +34,8 @@ from datetime import UTC, datetime, timedelta
 from email import policy
 from html.parser import HTMLParser
 
+from mailfilter.message import parse
+
 Message = email.message.Message
 Transform = Callable[..., "bytes | None"]
 
@@ -625,8 +627,13 @@ def _word_spans(text: str, is_html: bool) -> list[tuple[int, int]]:
 
 
 def edited_words(raw: bytes, rng: random.Random, style: str | None = None) -> bytes | None:
-    """2–4 words replaced, inserted or deleted (the style is how many)."""
+    """2–4 words replaced, inserted or deleted (the style is how many).  None for mail a
+    tracker or another program sent (X-Bugzilla-*, X-GitHub-*, Auto-Submitted, cron …):
+    nobody edits a program's notification, and its other words are its next event (rule
+    notifier), not an edited copy."""
     count = int(_pick(rng, style, "edited_words"))
+    if parse(raw).notifier:
+        return None
     msg = load(raw)
     found = main_part(msg)
     if found is None:
