@@ -39,7 +39,7 @@ from mailfilter.normalise import (
     site_of,
     thread_ids,
 )
-from mailfilter.quotes import has_attribution, split_reply, split_signoff
+from mailfilter.quotes import has_attribution, split_reply, split_signoff, unquoted
 from mailfilter.text import Pattern, Prepared, prepare, register
 from mailfilter.values import Value, init
 
@@ -682,8 +682,10 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         not forwarded_from and is_follow_up_note(text)))
     if resend_note:
         # Only "resending: the first one bounced" above a quoted message: the message it
-        # sends is the quoted one, and that is what it is compared as.
-        prepared = _links_to_sites(Prepared(quoted))
+        # sends is the quoted one, and that is what it is compared as, cleaned as the
+        # message was when it came alone (its writer's sign-off and disclaimers aside).
+        original = unquoted(quoted)
+        prepared = _links_to_sites(_cleaned([original], [signer], Prepared(original))[0])
         text = prepared.text
     else:
         # The note above the message it re-sends, pasted whole (a newsletter re-sent with

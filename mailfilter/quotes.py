@@ -511,6 +511,11 @@ def _attribution_ends(prepared: Prepared) -> list[re.Match[str]]:
 _QUOTE_MARK = Pattern(r"^[ \t]*> ?", _M)
 
 
+def unquoted(text: str) -> str:
+    """``text`` with one level of ``>`` quoting taken off each line."""
+    return _QUOTE_MARK.get().sub("", text) if ">" in text else text
+
+
 def _unquote_forwarded(text: str) -> str:
     """A forward whose forwarded message is quoted with ``>`` (Apple Mail's plain text):
     one level of quoting removed from its first quoted forward separator or ``From:``

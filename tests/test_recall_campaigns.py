@@ -601,3 +601,27 @@ def test_a_trackers_next_status_over_a_long_description_is_the_next_event(
     assert (evidence.resemblance or 0) > 0.9
     assert verdicts[-1].kind is Kind.UNIQUE and evidence.rule == "notifier", \
         verdict_value(verdicts[-1])
+
+
+def test_a_follow_up_over_a_short_original_with_its_signature_is_a_copy(
+        engine: Engine) -> None:
+    """A short message (~25 words) signed with a title block, then its writer's
+    follow-up over it under another subject: the quoted original is compared cleaned as
+    the original was (sign-off aside).  Before, the quoted signature stayed in and made
+    it 0.67 alike, below the 0.70 another subject needs (hold-out note_over_original,
+    diagnosis seed 31)."""
+    original = ("Hello Priya,\n\nCiaran says that the big vendors have similar clauses and "
+                "that all of them are invalid; this one just affects the GPL as well.\n\n"
+                "Thanks,\nCarol\n\nCarol Brown\nProcurement Specialist\nStark Inc.\n"
+                "T: +17 116 622 9353\n")
+    engine.check(make_message(original, subject="Travel arrangements for the 4th",
+                              sender="Carol Brown <cbrown@stark.example>",
+                              message_id="<t1@stark.example>"), ["priya@example.net"])
+    quoted = "\n".join("> " + line for line in original.splitlines())
+    again = engine.check(make_message(
+        f"Any update on this?\n\nOn Mon, 2 Nov 2026 at 10:00, Carol Brown "
+        f"<cbrown@stark.example> wrote:\n{quoted}\n", subject="Any update?",
+        sender="Carol Brown <cbrown@stark.example>", message_id="<t2@stark.example>"),
+        ["priya@example.net"], record=False)
+    assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
+        verdict_value(again)

@@ -1,7 +1,9 @@
 """``resend-note``: its writer sending the stored message again — the same sender, and a
 new text that is only a short note saying so ("Resending: my first email bounced back",
 "Any update?"), above the stored message quoted, or above the whole of it forwarded — is a
-copy of it, though it looks like a reply to it."""
+copy of it, though it looks like a reply to it.  Another sender's such note over it is a
+reply (unique): the message it quotes is compared cleaned, so its text is the stored
+text again."""
 
 from __future__ import annotations
 
@@ -25,11 +27,19 @@ class ResendNoteRule:
     description = ("the stored message's own sender sends it again under a short note that "
                    "says so (\"resending, the first one bounced\", \"any update?\"), the "
                    "stored message quoted, or held whole and named in its References "
-                   "(near-duplicate)")
+                   "(near-duplicate); another sender's such note over it is a reply "
+                   "(unique)")
 
     def judge(self, pair: Pair) -> Judgement | None:
         new, stored = pair.new_features, pair.stored_features
-        if not new.resend_note or not new.sender or new.sender != stored.sender:
+        if not new.resend_note or not new.sender:
+            return None
+        if new.sender != stored.sender:
+            if new.quoted and stored.sender and not new.forwarded_from:
+                # Someone else's "any update?" over the message: a reply, news.  (Over
+                # a forward of it, the forward is the copy: the later rules judge.)
+                return Judgement(rule=self.name, note="another sender's note over the "
+                                 "message quoted: a reply, not its copy")
             return None
         # Above the stored message quoted, or, in its thread (else rule resent-original
         # judges), forwarded whole: "TR:" over an Outlook reply block.
