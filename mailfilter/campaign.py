@@ -128,12 +128,6 @@ def sending(headers: Mapping[str, str]) -> Sending:
     return Sending(tracker, notifier, discussion, bulk)
 
 
-def is_notifier(headers: Mapping[str, str]) -> bool:
-    """Sent by a tracker, a code host, cron or another program that says so in its
-    header (:class:`Sending`)."""
-    return sending(headers).notifier
-
-
 def is_bulk(headers: Mapping[str, str]) -> bool:
     """Sent in bulk, not by a program nor through a discussion list (:class:`Sending`)."""
     return sending(headers).bulk

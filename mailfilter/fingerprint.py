@@ -34,6 +34,7 @@ from mailfilter.features import (
 )
 from mailfilter.identifiers import identifiers
 from mailfilter.message import Message, raw_body
+from mailfilter.normalise import is_reply_subject
 from mailfilter.text import ASCII_WORDS, Pattern, token_pattern, words_of
 from mailfilter.values import Value, init
 
@@ -426,8 +427,10 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     # (campaign.py: a campaign's random tokens are no data, labelled codes count whole)
     subject, codes = (message.subject, ()) if message.notifier \
         else subject_without_tokens(message.subject)
+    # A mass mail's "Re:" with no thread under it is a lure: its "order 20018" is no data.
+    lure = message.mass_mail and not message.thread and is_reply_subject(message.subject)
     names = identifiers(message.text, subject, None if stop else tokens, message.mass_mail,
-                        bool(message.thread))
+                        lure)
     names += message.codes + codes
     # An invitation is its event: the same event in the same version is the same message
     # whatever its text (a resend may come with an empty body, or another client's).

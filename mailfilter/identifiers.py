@@ -228,11 +228,6 @@ def subject_stem(subject: str) -> str:
     return subject
 
 
-# A reply prefix with no thread under it, in mass mail: a lure ("Re: your order 20018"),
-# whose "order" names nothing the reader ordered.
-_FAKE_REPLY = re.compile(r"\s*(?:re|aw|sv|antw)\s*:", re.IGNORECASE)
-
-
 def _without_campaign_token(subject: str, mass_mail: bool = False,
                             lure: bool = False) -> str:
     """``subject`` without a campaign token at its end (see ``_CAMPAIGN_TOKEN``; in mass
@@ -256,7 +251,7 @@ def _without_campaign_token(subject: str, mass_mail: bool = False,
 
 def identifiers(text: str, subject: str = "",
                 words: Sequence[str] | Sequence[bytes] | None = None,
-                mass_mail: bool = False, threaded: bool = True) -> list[str]:
+                mass_mail: bool = False, lure: bool = False) -> list[str]:
     """The identifiers of ``text`` and of the subject (tags, Re:/Fwd: and a campaign's
     padded counter or random token removed), lower case, in order of appearance; a value that occurs
     again is listed again with its count (``39``, ``39#2``): a report in which one of two
@@ -265,15 +260,14 @@ def identifiers(text: str, subject: str = "",
     ``words``: the words of ``text`` as the shingles read them (lower case), to save
     reading them again when the text holds no link, address or host name.  ``mass_mail``:
     sent to a list of addresses (campaign.is_mass_mail), where a bare number or code at
-    the subject's end is a campaign's token too, and under a reply prefix without a
-    thread (``threaded`` False) even a labelled one."""
+    the subject's end is a campaign's token too; ``lure``: a mass mail's reply prefix
+    without a thread ("Re: your order 20018"), where even a labelled one is."""
     found: list[str] = []
     from_subject = 0
     if subject:
         if DIGIT.search(subject):      # a padded counter or campaign token has a digit
-            subject = _without_campaign_token(
-                _PADDED_COUNTER.sub("", subject), mass_mail,
-                mass_mail and not threaded and _FAKE_REPLY.match(subject) is not None)
+            subject = _without_campaign_token(_PADDED_COUNTER.sub("", subject), mass_mail,
+                                              lure)
         if "[" in subject or ":" in subject:        # every tag and prefix has one
             subject = _SUBJECT_TAGS.sub(" ", subject)
     for from_text, (source, known) in enumerate(((subject, None), (text, words))):

@@ -528,16 +528,14 @@ def _unquote_forwarded(text: str) -> str:
         # Only when the quoting begins with the forwarded message's own separator, or with
         # its header right under an unquoted separator: quotes further down belong to the
         # forwarded message itself.
-        quote_mark = _QUOTE_MARK.get()
-        inner = quote_mark.sub("", content, count=1)
+        inner = _QUOTE_MARK.get().sub("", content, count=1)
         above = text[:line.start()].rstrip().rpartition("\n")[2]
         if _ATTRIBUTION_END.get().search(above.lower()):
             return text     # a reply quoting something (a forward in it, even): a quote
         forward_line = _FORWARD_LINE.get()
         if forward_line.match(inner.rstrip("\n")) or (
                 _BLOCK_FROM.get().match(inner) and forward_line.match(above)):
-            start = line.start()
-            return text[:start] + quote_mark.sub("", text[start:])
+            return text[:line.start()] + unquoted(text[line.start():])
         return text
     return text
 
