@@ -363,7 +363,7 @@ def _campaign_subject(rng: random.Random, subject: str, style: str) -> str:
         return f"{rng.randint(1000, 99999)}{' ' * rng.randint(3, 20)}{subject}"
     if style == "fake_reply":
         return f"Re: your order {rng.randint(10000, 99999)}"
-    if style in ("bare_number", "machine_sender", "rotating_sender"):
+    if style in ("bare_number", "machine_sender", "rotating_sender", "promotions_desk"):
         # After the subject's last word, no punctuation or padding ("… for you 61064").
         return f"{subject.rstrip('!?.')} {rng.randint(1000, 99999)}"
     if style == "bracketed":
@@ -392,10 +392,12 @@ def campaign_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
     list-removal line, or ("machine_sender", no such line) by local parts a machine drew;
     ("rotating_sender") a local part of letters per copy, no removal line: the same text
     from two local parts under one subject but its number; ("fake_reply") "Re: your order
-    N" with no thread, in mass mail."""
+    N" with no thread, in mass mail; ("promotions_desk") one promotions desk's address
+    ("offers@", "deals@"), a bare number, no removal line."""
     name = "campaign_copies"
     styles = ("padded", "after_punctuation", "random_token", "leading_padded", "sender",
-              "bare_number", "machine_sender", "bracketed", "rotating_sender", "fake_reply")
+              "bare_number", "machine_sender", "bracketed", "rotating_sender", "fake_reply",
+              "promotions_desk")
     cases = []
     for i in range(count):
         rng = ctx.rng(name, i)
@@ -405,17 +407,23 @@ def campaign_copies(ctx: rc.Context, count: int) -> list[rc.Case]:
         me = rm.make_person(rng)
         subject = rng.choice(_PROMO_SUBJECTS)
         text = "\n\n".join(ctx.pool.prose(rng, rng.choice((1, 2, 3))))
-        if style not in ("machine_sender", "rotating_sender"):
+        if style not in ("machine_sender", "rotating_sender", "promotions_desk"):
             text += rng.choice((
                 f"\n\nTo be removed from our list, reply with REMOVE to remove@{domain}\n",
                 f"\n\nTo unsubscribe from future offers, write to off@{domain}\n",
                 "\n\nIf you no longer wish to receive our offers, click here.\n",
-                "\n\nIf you wish not to receive any further e-mail from us, click here.\n"))
+                "\n\nIf you wish not to receive any further e-mail from us, click here.\n",
+                # wrapped, and other wordings spam uses
+                f"\n\nIf you want to get removed\nfrom our list please email remove@{domain}\n",
+                '\n\nPS. Please put "Remove" in the subject line to get out\nof this list.\n',
+                "\n\nTo be eliminated from future marketing, visit our site.\n"))
         body = rm.text_part(text)
         deliveries = []
         moment = rm.when(rng, 2002)
         for k in range(2):
             local = _machine_local_part(rng) if style == "machine_sender" else \
+                rng.choice(("offers", "promo", "deals", "specials")) \
+                if style == "promotions_desk" and k == 0 else \
                 rm._alnum(rng, rng.randint(5, 9), "abcdefghijklmnopqrstuvwxyz") \
                 if style == "rotating_sender" else \
                 rm._alnum(rng, rng.randint(4, 9), "abcdefghijklmnopqrstuvwxyz0123456789") \

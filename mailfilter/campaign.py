@@ -133,34 +133,60 @@ def is_bulk(headers: Mapping[str, str]) -> bool:
     return sending(headers).bulk
 
 
+def _wrapped(phrases: tuple[str, ...]) -> tuple[str, ...]:
+    """``phrases`` as written, and each wrapped once at one of its spaces (a line break,
+    or a space and a line break as format=flowed leaves it): a removal line is often the
+    last line of a wrapped paragraph ("If you want to get removed / from our list")."""
+    variants = list(phrases)
+    for phrase in phrases:
+        for at, char in enumerate(phrase):
+            if char == " ":
+                variants += (phrase[:at] + "\n" + phrase[at + 1:],
+                             phrase[:at] + " \n" + phrase[at + 1:])
+    return tuple(variants)
+
+
 # Words of a list-removal line, in the languages of the reply layouts: a message that
 # carries one was sent to a list of addresses (a promotion, spam, a newsletter), whatever
 # its header fields say (spam campaigns send none of them).  Not "you are receiving this
-# because": notifications say that too, and their data may live in the subject alone.
-REMOVAL_WORDS = register((
+# because": notifications say that too, and their data may live in the subject alone; nor
+# "be removed" or "mailing list" alone, which any mail about a server or a list may say.
+REMOVAL_WORDS = register(_wrapped((
     "unsubscribe", "to be removed", "removed from", "remove you from", "remove me from",
-    "reply with remove", "opt out", "opt-out", "wish to receive", "want to receive",
-    "no longer receive", "delete your address", "future mailings", "further e-mail",
-    "further email", "further mailings",
-    "leave this list", "leave our list", "off our list", "off this list", "abbestellen",
+    "remove yourself", "get removed", "removal instructions", "remove instructions",
+    '"remove"', "subject=remove", "reply with remove", "opt out", "opt-out",
+    "wish to receive", "want to receive", "stop receiving", "no longer receive",
+    "delete your address", "future mailings", "future marketing", "future promotions",
+    "future offers", "further e-mail", "further email", "further mailings",
+    "leave this list", "leave our list", "off our list", "off this list",
+    "get out of this list", "from our mailing list", "abbestellen",
     "abmelden", "désinscri", "désabonne", "darse de baja", "darte de baja",
     "cancelar suscripción", "cancelar la suscripción", "afmelden", "uitschrijven",
-    "disiscriv", "cancella l'iscrizione"))
+    "disiscriv", "cancella l'iscrizione")))
+
+
+# Local parts of a sender's promotions desk: what it sends goes to a list of addresses.
+# Not "news" or "sales" (a news service's figures and a sales desk's quote numbers are
+# data), nor the notices' no-reply, orders, billing, alerts.
+_PROMOTION_DESKS = frozenset(("offer", "offers", "promo", "promos", "promotion", "promotions",
+                              "deals", "specials", "marketing"))
 
 
 def is_mass_mail(sent: Sending, text: Prepared, sender: str | None) -> bool:
     """Sent to a list of addresses, by what one copy shows alone: bulk header fields
     (``sent.bulk``), a list-removal line in its ``text`` (the whole
-    decoded text, before cleaning sets footers aside), or a sender local part a machine
-    drew for this copy ("khqou1tzg6@…", see :func:`random_looking`).  Never mail through
-    a discussion list or from a tracker or program.  A campaign writes a per-copy token
-    into such mail's subject (identifiers.py reads it so)."""
+    decoded text, before cleaning sets footers aside), a sender local part a machine
+    drew for this copy ("khqou1tzg6@…", see :func:`random_looking`) or a promotions
+    desk's ("offers@…").  Never mail through a discussion list or from a tracker or
+    program.  A campaign writes a per-copy token into such mail's subject (identifiers.py
+    reads it so)."""
     if sent.notifier or sent.discussion:
         return False
     if sent.bulk or text.any(REMOVAL_WORDS):
         return True
     local = (sender or "").partition("@")[0]
-    return len(local) <= _TOKEN_MAX and random_looking(local, bulk=False)
+    return local.partition("+")[0].lower() in _PROMOTION_DESKS or (
+        len(local) <= _TOKEN_MAX and random_looking(local, bulk=False))
 
 
 _RANDOM, _CODE = "random", "code"

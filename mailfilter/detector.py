@@ -172,13 +172,19 @@ class Verdict(Value):
     def is_duplicate(self) -> bool:
         return self.kind is not UNIQUE
 
-    def copy_of(self, copy_threshold: float) -> Record | None:
+    def copy_of(self, copy_threshold: float, mailing: bool = False) -> Record | None:
         """The record whose text this message is again, the closest: judged a duplicate
         or near-duplicate by the rules (whether or not recipient scope made it new for
         these recipients) by an exact measure, the histogram, or a resemblance of at least
-        ``copy_threshold``.  None: another text (a looser near-duplicate is its own)."""
+        ``copy_threshold``; with ``mailing``, also one mailing's personalised copy (the
+        same sender and subject: "Hi Anna," over a short text leaves two copies 0.7
+        alike, and twelve such copies, each a text of its own, made the text look common,
+        boilerplate) — for the store's text clusters, not for deleting copies from a
+        mailbox.  None: another text (a looser near-duplicate is its own)."""
+        features = self.fingerprint.features
         copies = [e for e in self.evidence if e.judged is not UNIQUE and (
-            e.measure in _COPY_MEASURES or (e.resemblance or 0.0) >= copy_threshold)]
+            e.measure in _COPY_MEASURES or (e.resemblance or 0.0) >= copy_threshold
+            or mailing and _one_mailing(features, e.record.features))]
         best = max(copies, key=lambda e: (_RANK[e.judged], e.score or 0.0), default=None)
         return best.record if best is not None else None
 
@@ -411,7 +417,8 @@ class Detector:
             histogram_sum_distance=abs(fp.histogram_sum - record.histogram_sum),
             histogram_chars=record.histogram_chars,
             attachment_similarity=attachment_similarity, stored_sketch=record.sketch,
-            settings=s))
+            settings=s, other_message_id=key is not None
+            and record.message_id_key is not None and key != record.message_id_key))
         kind, note, seen = judgement.kind, judgement.note, ()
         if kind is not UNIQUE:
             if had is not None and (record.recipients or had):
@@ -452,13 +459,14 @@ class Detector:
         """Remember a message.  Exact repeats bump the matched record; others are added.
 
         A near-duplicate is stored as a record of its own (so that a drifting campaign
-        still matches its latest variant).  A copy (``copy_threshold``) joins the text
-        cluster of the record it matched: only the index hashes that record lacks count it
+        still matches its latest variant).  A copy (``copy_threshold``, or one mailing's
+        personalised copy: :meth:`Verdict.copy_of`) joins the text cluster of the record
+        it matched: only the index hashes that record lacks count it
         as another text holding them, so a text never looks common (boilerplate) however
         many copies of it arrive; and its recipients are filed under the cluster, so "who
         had this text" is one look-up.
         """
-        copy_of = verdict.copy_of(self.settings.copy_threshold)
+        copy_of = verdict.copy_of(self.settings.copy_threshold, mailing=True)
         if verdict.recorded_id is not None:   # added by the check, counted as unique
             if copy_of is not None or verdict.is_duplicate:
                 # Nothing exact was found, but the message is a near-duplicate or a copy:
@@ -534,6 +542,14 @@ class Detector:
             message_id=safe_message_id(message_id), chunks=fp.chunks,
             recipients=keys, first_seen=when, last_seen=when, seen=seen,
             features=fp.features.encode())
+
+
+def _one_mailing(features: Features, stored: bytes) -> bool:
+    """The same sender and subject (both known) as the stored record's features."""
+    if not (features.sender and features.subject):
+        return False
+    other = Features.decode(stored)
+    return other.sender == features.sender and other.subject == features.subject
 
 
 def _few_per_cluster(records: dict[int, Record], exact: set[int],

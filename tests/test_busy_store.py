@@ -90,6 +90,30 @@ def test_copies_of_one_text_count_once_for_boilerplate(engine: Engine) -> None:
     assert thirtieth.score == pytest.approx(second.score, abs=0.1)
 
 
+def test_a_short_mailing_personalised_for_many_mailboxes_is_found_again(
+        engine: Engine) -> None:
+    """Twelve mailboxes got a short post each under their own greeting ("Hi Ann," over 14
+    words leaves two copies 0.7 alike, below copy_threshold): one mailing's copies (one
+    sender, one subject) join one text cluster.  Before: each was a text of its own, the
+    post's shingles were boilerplate, and its list copy (the list's own paragraph added)
+    was unique for the mailbox that had the post (busy realworld list_crosspost, 2 of 30)."""
+    post = "Our movie trivia night moves to Thursday at the library, bring a friend along."
+
+    def copy(number: int, name: str, footer: str = "") -> bytes:
+        return make_message(f"Hi {name},\n\n{post}\n{footer}", subject="Movie trivia",
+                            sender="lisa@example.com", message_id=f"<m{number}@example.com>")
+    for number in range(1, 13):
+        engine.check(copy(number, NAMES[number % len(NAMES)]), [f"r{number}@example.org"])
+    first = engine.check(copy(100, "Zed"), ["zed@example.org"])
+    assert first.kind is Kind.UNIQUE, verdict_value(first)          # new to that mailbox
+    footer = ("\nThis list is run by the events committee of the library friends; see the "
+              "calendar on our site for the other evenings planned this autumn.\n")
+    again = engine.check(copy(101, "Zed", footer), ["zed@example.org"])
+    assert again.is_duplicate and again.recipients_seen == ("zed@example.org",), \
+        verdict_value(again)
+    assert not again.boilerplate
+
+
 def test_what_different_texts_share_is_boilerplate_and_explain_says_so(
         engine: Engine, settings: Settings, tmp_path: Path) -> None:
     """A block that many different messages carry (a sponsor's paragraph no cleaning
