@@ -417,8 +417,7 @@ class Detector:
             histogram_sum_distance=abs(fp.histogram_sum - record.histogram_sum),
             histogram_chars=record.histogram_chars,
             attachment_similarity=attachment_similarity, stored_sketch=record.sketch,
-            settings=s, other_message_id=key is not None
-            and record.message_id_key is not None and key != record.message_id_key))
+            settings=s))
         kind, note, seen = judgement.kind, judgement.note, ()
         if kind is not UNIQUE:
             if had is not None and (record.recipients or had):

@@ -359,27 +359,6 @@ def test_the_same_comment_from_another_person_on_a_tracker_is_news(engine: Engin
     assert again.kind is Kind.DUPLICATE, verdict_value(again)
 
 
-def test_the_same_comment_posted_again_on_a_tracker_is_news(engine: Engine) -> None:
-    """A tracker sends each event once: the same person's same words under a new
-    Message-ID (two comment ids) were posted twice, and a copy of the first notification
-    keeps its Message-ID.  Before: the second "Assigning to the platform team." was a
-    digest duplicate (hold-out tracker_status_updates, 1 case in 30)."""
-    body = ("Assigning to the platform team.\n\n—\nReply to this email directly, view it "
-            "on GitHub:\nhttps://github.com/acme/api/issues/12#issuecomment-{}\n")
-    verdicts = [engine.check(make_message(
-        body.format(comment), subject="Re: [acme/api] Memory leak (Issue #12)",
-        sender="Kevin Perez <notifications@github.com>", headers=GITHUB,
-        message_id=f"<acme/api/issues/12/{comment}@github.com>"), ["bob@example.org"])
-        for comment in (2284579469, 2389659407)]
-    assert verdicts[1].kind is Kind.UNIQUE and verdicts[1].evidence[0].rule == "notifier", \
-        verdict_value(verdicts[1])
-    again = engine.check(make_message(
-        body.format(2389659407), subject="Re: [acme/api] Memory leak (Issue #12)",
-        sender="Kevin Perez <notifications@github.com>", headers=GITHUB,
-        message_id="<acme/api/issues/12/2389659407@github.com>"), ["bob@example.org"])
-    assert again.kind is Kind.DUPLICATE, verdict_value(again)
-
-
 def test_a_resend_note_over_the_whole_original_forwarded_in_its_thread_is_a_copy(
         engine: Engine) -> None:
     """"TR:" (French clients' Fwd:) over an Outlook reply block, in the original's thread:

@@ -5,11 +5,8 @@ the texts.  And a tracker sends each event once: its notification again is the s
 (or the same Message-ID); one with other words is the next event, however little it
 says above the issue it quotes ("Closed as completed", then "Can reproduce on staging"),
 and however alike the rest ("Status: Open -> Reopened", then "Reopened -> Closed" over a
-long description: 0.95 alike).  The same words under another Message-ID are the same
-person's comment posted again ("Assigning to the platform team." twice, two comment ids):
-a copy of a tracker's notification keeps its Message-ID (rule message-id).  Other
-programs' reports (cron, Auto-Submitted alone) are left to rule identifiers and
-automated_threshold."""
+long description: 0.95 alike).  Other programs' reports (cron, Auto-Submitted alone) are
+left to rule identifiers and automated_threshold."""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ class NotifierRule:
     name = RuleName.NOTIFIER
     description = ("a tracker's or program's notification (X-GitHub-*, X-JIRA-*, "
                    "Auto-Submitted …) from the same address under another person's name, "
-                   "or with another text, or a tracker's same text under another "
-                   "Message-ID: another action (unique)")
+                   "or with another text: another action (unique)")
 
     def judge(self, pair: Pair) -> Judgement | None:
         new, stored = pair.new_features, pair.stored_features
@@ -31,10 +27,6 @@ class NotifierRule:
         if new.sender_name and stored.sender_name and new.sender_name != stored.sender_name:
             return Judgement(rule=self.name,
                              note="a notification of the same service for another person")
-        if pair.same_text and new.tracker and stored.tracker and pair.other_message_id:
-            return Judgement(rule=self.name,
-                             note="the same words from a tracker under another Message-ID: "
-                                  "it sends each event once, so they were posted again")
         if not pair.same_text and (new.tracker and stored.tracker
                                    or not (new.automated and stored.automated)):
             # (A program's reports: rule identifiers names the figures that changed.)

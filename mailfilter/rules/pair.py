@@ -75,7 +75,7 @@ class Pair(Fields):
                  "same_message_id", "new_features", "stored_features", "resemblance",
                  "containment_of_stored", "histogram_positions", "histogram_sum_distance",
                  "histogram_chars", "attachment_similarity", "stored_sketch", "settings",
-                 "other_message_id", "__dict__")
+                 "__dict__")
     __eq__ = object.__eq__
     __hash__ = object.__hash__
 
@@ -96,7 +96,6 @@ class Pair(Fields):
         attachment_similarity: float | None,
         stored_sketch: tuple[int, ...],
         settings: DetectorSettings,
-        other_message_id: bool = False,         # both have a Message-ID, and they differ
     ) -> None:
         self.new = new
         self.stored_words = stored_words
@@ -113,7 +112,6 @@ class Pair(Fields):
         self.attachment_similarity = attachment_similarity
         self.stored_sketch = stored_sketch
         self.settings = settings
-        self.other_message_id = other_message_id
 
     @cached_property
     def same_text(self) -> bool:
