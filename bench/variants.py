@@ -602,7 +602,9 @@ def crlf(raw: bytes, rng: random.Random, style: str | None = None) -> bytes | No
 
 
 def _word_spans(text: str, is_html: bool) -> list[tuple[int, int]]:
-    """Editable words: in unquoted lines before the signature; in HTML, outside tags."""
+    """Editable words: in unquoted lines before the signature, not in an attribution
+    ("On Tue, 13 Aug 2002, Ann wrote:": "wrote" edited away turned a reply's quote into
+    new text) or a rule; in HTML, outside tags."""
     lines, end = _body_lines(text)
     limit = sum(len(line) + 1 for line in lines[:end])
     spans: list[tuple[int, int]] = []
@@ -620,14 +622,16 @@ def _word_spans(text: str, is_html: bool) -> list[tuple[int, int]]:
         return [s for s in spans if s[0] < limit]
     offset = 0
     for line in lines[:end]:
-        if not _QUOTED.match(line):
+        if not _QUOTED.match(line) and not _NOT_PROSE.search(line):
             spans.extend((offset + m.start(), offset + m.end()) for m in _WORD.finditer(line))
         offset += len(line) + 1
     return spans
 
 
 def edited_words(raw: bytes, rng: random.Random, style: str | None = None) -> bytes | None:
-    """2–4 words replaced, inserted or deleted (the style is how many).  None for mail a
+    """2–4 words replaced, inserted or deleted (the style is how many).  None when the
+    edited part did not come back with as many words give or take the edits (a body
+    whose re-encoding the email package got wrong), and for mail a
     tracker or another program sent (X-Bugzilla-*, X-GitHub-*, Auto-Submitted, cron …):
     nobody edits a program's notification, and its other words are its next event (rule
     notifier), not an edited copy."""
@@ -662,7 +666,11 @@ def edited_words(raw: bytes, rng: random.Random, style: str | None = None) -> by
             text = text[:start] + text[stop:]
     set_text(part, text, codec)
     fresh_headers(msg, rng, "edit")
-    return dump(msg)
+    edited = dump(msg)
+    before, after = (len(parse(message).text.split()) for message in (raw, edited))
+    if abs(after - before) > count:
+        return None     # the part did not survive re-encoding: no edit of its words
+    return edited
 
 
 def _forward_block(style: str, msg: Message) -> list[str]:
