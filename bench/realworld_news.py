@@ -1094,7 +1094,8 @@ def tracker_comments(ctx: rc.Context, count: int) -> list[rc.Case]:
     """One issue's successive notifications (GitHub, Jira, Bugzilla) whose news is one
     line or a short comment ("Any update on this?", "Bump.", "+1") above the issue's
     description quoted with ``>``, sometimes the same words from another person ("+1",
-    "+1"): each comment is news."""
+    "+1") or, on GitHub, from the same person twice (another comment id): each comment
+    is news."""
     name = "tracker_comments"
     formats = ("github", "jira", "bugzilla")
     cases = []
@@ -1120,8 +1121,11 @@ def tracker_comments(ctx: rc.Context, count: int) -> list[rc.Case]:
             at = rng.randrange(1, len(comments))
             comments.insert(at, comments[at - 1])
         actors = [rng.choice(people) for _ in comments]
+        # On GitHub, sometimes the same person posts the same words twice (two comment
+        # ids in the links); elsewhere the same words come from another person.
+        twice = fmt == "github" and rng.random() < 0.5
         for k in range(1, len(comments)):
-            if comments[k] == comments[k - 1] and actors[k] == actors[k - 1]:
+            if comments[k] == comments[k - 1] and actors[k] == actors[k - 1] and not twice:
                 actors[k] = next(p for p in org.people if p != actors[k - 1])
         moment = rm.when(rng)
         deliveries = []

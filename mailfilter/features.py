@@ -39,7 +39,10 @@ MIN_ATTACHMENT_BYTES = 1024
 MAX_ATTACHMENTS = 8
 MAX_THREAD_KEYS = 6
 MAX_FORWARDED = 4
-_NAME_MAX = 60
+# An attachment name is only shown (in explain's notes), never compared: 59 bytes of it
+# keep the largest possible features, a tracker's event key included, in the store's
+# FEATURES_MAX (1,024 bytes).
+_NAME_MAX = 59
 _HEAD = struct.Struct(">BBQQQQQQIQQIB")
 _ATTACHMENT = struct.Struct(">QIB")
 _BITS_BYTES = IDENTIFIER_BITS // 8
@@ -98,14 +101,15 @@ class Features(Value):
     so in its header (campaign.Sending: X-GitHub-*, X-JIRA-*, Auto-Submitted …).
     subject_stem: key64 of the subject without the numbers and codes a campaign writes at
     its end (identifiers.subject_stem); 0 when that is the whole subject.  tracker: an
-    issue tracker's or code host's (campaign.Sending).  (Flag 128 says that a stem key
-    and a second flag byte follow the rest.)
+    issue tracker's or code host's (campaign.Sending); event: key64 of the comment ids
+    its links carry (message.tracker_event), 0 for none.  (Flag 128 says that a stem key
+    and a second flag byte follow the rest; bit 2 of that byte, an event key after it.)
     """
 
     __slots__ = ("sender", "sender_name", "sender_domain", "subject", "thread", "quoted",
                  "identifiers", "identifier_bits", "calendar", "attachments",
                  "attachment_bytes", "text_bytes", "automated", "is_reply", "forwarded_from",
-                 "resend_note", "notifier", "subject_stem", "tracker")
+                 "resend_note", "notifier", "subject_stem", "tracker", "event")
 
     def __init__(self, sender: int = 0, sender_name: int = 0, sender_domain: int = 0,
                  subject: int = 0, thread: tuple[int, ...] = (), quoted: int = 0,
@@ -115,13 +119,13 @@ class Features(Value):
                  text_bytes: int = 0, automated: bool = False, is_reply: bool = False,
                  forwarded_from: tuple[int, ...] = (), resend_note: bool = False,
                  notifier: bool = False, subject_stem: int = 0,
-                 tracker: bool = False) -> None:
+                 tracker: bool = False, event: int = 0) -> None:
         init(self, sender=sender, sender_name=sender_name, sender_domain=sender_domain,
              subject=subject, thread=thread, quoted=quoted, identifiers=identifiers,
              identifier_bits=identifier_bits, calendar=calendar, attachments=attachments,
              attachment_bytes=attachment_bytes, text_bytes=text_bytes, automated=automated,
              is_reply=is_reply, forwarded_from=forwarded_from, resend_note=resend_note,
-             notifier=notifier, subject_stem=subject_stem, tracker=tracker)
+             notifier=notifier, subject_stem=subject_stem, tracker=tracker, event=event)
 
     @property
     def attachment_share(self) -> float:
@@ -134,7 +138,8 @@ class Features(Value):
         flags = (1 if self.identifier_bits else 0) | (2 if calendar else 0) | \
             (4 if self.automated else 0) | (8 if self.is_reply else 0) | \
             (16 if self.forwarded_from else 0) | (32 if self.resend_note else 0) | \
-            (64 if self.notifier else 0) | (128 if self.subject_stem or self.tracker else 0)
+            (64 if self.notifier else 0) | \
+            (128 if self.subject_stem or self.tracker or self.event else 0)
         method = (calendar.method.encode("ascii", "replace")[:16] if calendar else b"")
         parts = [
             _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_name,
@@ -163,7 +168,10 @@ class Features(Value):
             writers = self.forwarded_from[:MAX_FORWARDED]
             parts.append(struct.pack(f">B{len(writers)}Q", len(writers), *writers))
         if flags & 128:
-            parts.append(struct.pack(">QB", self.subject_stem, 1 if self.tracker else 0))
+            parts.append(struct.pack(">QB", self.subject_stem,
+                                     (1 if self.tracker else 0) | (2 if self.event else 0)))
+            if self.event:
+                parts.append(struct.pack(">Q", self.event))
         return b"".join(parts)
 
     @classmethod
@@ -203,11 +211,12 @@ class Features(Value):
             forwarded_from = struct.unpack_from(f">{count}Q", data, offset + 1)
             offset += 1 + 8 * count
         subject_stem, more = struct.unpack_from(">QB", data, offset) if flags & 128 else (0, 0)
+        event = struct.unpack_from(">Q", data, offset + 9)[0] if more & 2 else 0
         calendar = CalendarSummary(calendar_key, uid, sequence, method) if flags & 2 else None
         return cls(sender, sender_name, sender_domain, subject, thread, quoted, identifiers,
                    identifier_bits, calendar, tuple(attachments), attachment_bytes,
                    text_bytes, bool(flags & 4), bool(flags & 8), forwarded_from,
-                   bool(flags & 32), bool(flags & 64), subject_stem, bool(more & 1))
+                   bool(flags & 32), bool(flags & 64), subject_stem, bool(more & 1), event)
 
 
 EMPTY = Features()
@@ -283,5 +292,6 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
         resend_note=message.resend_note,
         notifier=message.notifier,
         tracker=message.tracker,
+        event=message.event,
     )
 

@@ -20,7 +20,7 @@ import xxhash
 
 from mailfilter.boilerplate import split_boilerplate
 from mailfilter.campaign import is_mass_mail, sending, without_campaign_tokens
-from mailfilter.features import CalendarSummary
+from mailfilter.features import CalendarSummary, key64
 from mailfilter.invitations import CALENDAR_TYPES, calendar_summary, is_calendar
 from mailfilter.normalise import (
     HEADER_LINE,
@@ -131,14 +131,15 @@ class Message(Value):
     letters and digits a label names as data ("Order: G28YEAUU"), whole, lower case.
     mass_mail: sent to a list of addresses by what it shows alone (campaign.is_mass_mail):
     a number or code at its subject's end is a campaign's per-copy token.  tracker: an
-    issue tracker's or code host's (campaign.Sending).
+    issue tracker's or code host's (campaign.Sending); event: key64 of the comment ids its
+    links carry (:func:`tracker_event`), 0 for none.
     """
 
     __slots__ = ("message_id", "date", "raw_body", "text", "quoted", "boilerplate",
                  "attachments", "defects", "headers", "whole_body", "sender", "sender_name",
                  "subject", "thread", "text_length", "calendar", "automated",
                  "forwarded_from", "attached", "resend_note", "notifier", "codes",
-                 "mass_mail", "tracker", "_prepared")
+                 "mass_mail", "tracker", "event", "_prepared")
 
     def __init__(self, message_id: str | None, date: str | None, raw_body: bytes, text: str,
                  quoted: str = "", boilerplate: str = "",
@@ -150,7 +151,7 @@ class Message(Value):
                  forwarded_from: tuple[str, ...] = (), prepared: Prepared | None = None,
                  attached: tuple[bytes, ...] = (), resend_note: bool = False,
                  notifier: bool = False, codes: tuple[str, ...] = (),
-                 mass_mail: bool = False, tracker: bool = False) -> None:
+                 mass_mail: bool = False, tracker: bool = False, event: int = 0) -> None:
         init(self, message_id=message_id, date=date, raw_body=raw_body, text=text,
              quoted=quoted, boilerplate=boilerplate, attachments=attachments,
              defects=defects, headers=headers, whole_body=whole_body, sender=sender,
@@ -158,7 +159,7 @@ class Message(Value):
              text_length=text_length, calendar=calendar, automated=automated,
              forwarded_from=forwarded_from, attached=attached, resend_note=resend_note,
              notifier=notifier, codes=codes, mass_mail=mass_mail, tracker=tracker,
-             _prepared=prepared)
+             event=event, _prepared=prepared)
 
     @property
     def prepared(self) -> Prepared:
@@ -725,7 +726,28 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         codes=codes,
         mass_mail=not notifier and is_mass_mail(sent, full, sender),
         tracker=sent.tracker,
+        # (read from the whole text: the footer holding the links is set aside)
+        event=tracker_event(full.text) if sent.tracker else 0,
     )
+
+
+# The id of a comment as trackers write it into the links of their notifications:
+# GitHub's "#issuecomment-N", "#discussion_rN", "#pullrequestreview-N", GitLab's
+# "#note_N", Jira's "focusedCommentId=N", Bugzilla's "#cN" (also URL-encoded, as a
+# gateway that wraps links leaves them).
+_COMMENT_ID = Pattern(r"(?:issuecomment-|discussion_r|pullrequestreview-|(?:#|%23)note_"
+                      r"|focusedcommentid(?:=|%3d)|show_bug\.cgi\?id(?:=|%3d)\d+(?:#|%23)c)"
+                      r"(\d{1,20})", re.IGNORECASE)
+
+
+def tracker_event(text: str) -> int:
+    """key64 of the comment ids in the links of a tracker's notification, sorted (0: none):
+    the same words posted twice ("Assigning to the platform team.") are two comments
+    with two ids, while the same notification delivered again links the same one."""
+    if "://" not in text:
+        return 0
+    ids = sorted(set(_COMMENT_ID.get().findall(text)))
+    return key64(",".join(ids)) if ids else 0
 
 
 def _sender(headers: dict[str, str]) -> tuple[str, str]:

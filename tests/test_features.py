@@ -110,7 +110,7 @@ def test_features_keep_what_the_rules_need_of_a_busy_message() -> None:
 
 
 def test_the_largest_possible_features_fit_the_store() -> None:
-    """Every field at its cap at once (both identifier forms, 60-byte names, a 16-byte
+    """Every field at its cap at once (both identifier forms, 59-byte names, a 16-byte
     method) still fits: no message can make a record the store refuses."""
     features = Features(
         sender=2**64 - 1, sender_name=2**64 - 1, sender_domain=2**64 - 1,
@@ -120,9 +120,24 @@ def test_the_largest_possible_features_fit_the_store() -> None:
         attachments=tuple(AttachmentSummary(2**64 - 1, 2**40, "n" * 200) for _ in range(50)),
         attachment_bytes=2**63, text_bytes=2**40, automated=True, is_reply=True,
         forwarded_from=tuple(range(1, 40)), resend_note=True, notifier=True,
-        subject_stem=2**64 - 1)
+        subject_stem=2**64 - 1, tracker=True, event=2**64 - 1)
     assert len(features.encode()) <= FEATURES_MAX
-    assert Features.decode(features.encode()).subject_stem == 2**64 - 1
+    decoded = Features.decode(features.encode())
+    assert decoded.subject_stem == decoded.event == 2**64 - 1 and decoded.tracker
+
+
+@pytest.mark.parametrize(("stem", "tracker", "event"), [(0, False, 0), (7, False, 0),
+                                                         (0, True, 0), (0, True, 9),
+                                                         (7, True, 9)])
+def test_the_second_flag_byte_and_the_event_key_round_trip(stem: int, tracker: bool,
+                                                           event: int) -> None:
+    """A tracker's comment key (flag 128's second byte, bit 2, then 8 bytes) comes back
+    as written, and a record written before it existed (no bit 2) reads as no event."""
+    features = Features(sender=1, subject=2, subject_stem=stem, tracker=tracker, event=event)
+    decoded = Features.decode(features.encode())
+    assert (decoded.subject_stem, decoded.tracker, decoded.event) == (stem, tracker, event)
+    older = Features(sender=1, subject=2, subject_stem=stem, tracker=tracker).encode()
+    assert Features.decode(older).event == 0
 
 
 def test_engine_stores_and_matches_an_adversarial_message(engine: Engine) -> None:
@@ -147,11 +162,11 @@ def test_non_ascii_attachment_names_round_trip(file_name: str) -> None:
 @pytest.mark.parametrize("name", ["Protokoll Café", "Sitzung " + "ä" * 40,
                                   "a" + "é" * 40])
 def test_attachment_names_decode_to_a_clean_prefix(name: str) -> None:
-    """The stored name is the name, or its first 60 bytes cut between characters."""
+    """The stored name is the name, or its first 59 bytes cut between characters."""
     features = Features(attachments=(AttachmentSummary(1, 5000, name),))
     stored = Features.decode(features.encode()).attachments[0].name
     assert "\ufffd" not in stored
-    assert name.startswith(stored) and len(stored.encode()) >= min(len(name.encode()), 57)
+    assert name.startswith(stored) and len(stored.encode()) >= min(len(name.encode()), 56)
 
 
 def test_the_header_names_a_long_non_ascii_attachment_in_full(engine: Engine) -> None:

@@ -10,6 +10,7 @@ import pytest
 from helpers import ANNOUNCEMENT, make_message, paragraph_text
 
 from mailfilter.campaign import is_bulk, random_looking
+from mailfilter.detector import Verdict
 from mailfilter.engine import Engine
 from mailfilter.headers import verdict_value
 from mailfilter.names import Kind
@@ -356,6 +357,35 @@ def test_the_same_comment_from_another_person_on_a_tracker_is_news(engine: Engin
         "https://github.com/acme/api/issues/12\n", subject="Re: [acme/api] Crash (#12)",
         sender="Carol Wu <notifications@github.com>", headers=GITHUB,
         message_id="<acme/api/issues/12/c1@github.com>"), ["bob@example.org"])
+    assert again.kind is Kind.DUPLICATE, verdict_value(again)
+
+
+@pytest.mark.parametrize(("link", "sender"), [
+    ("https://github.com/acme/api/issues/12#issuecomment-{}", "Kevin Perez"),
+    ("https://gitlab.example.com/acme/api/-/issues/12#note_{}", "Kevin Perez"),
+    ("https://statics.teams.cdn.office.net/evergreen-assets/safelinks/1/atp-safelinks.html?"
+     "url=https%3A%2F%2Fgithub.com%2Facme%2Fapi%2Fissues%2F12%23issuecomment-{}&data=05",
+     "Kevin Perez")], ids=["github", "gitlab", "a gateway's wrapped link"])
+def test_the_same_comment_posted_again_on_a_tracker_is_news(
+        engine: Engine, link: str, sender: str) -> None:
+    """The same person's same words under a new Message-ID, linking another comment id,
+    were posted twice: two events (hold-out tracker_status_updates, about 1 case in 30:
+    "Assigning to the platform team." twice).  Before: a digest duplicate.  The same
+    notification delivered again (same comment linked) stays a duplicate, whatever its
+    Message-ID (realworld templated_same_data: a CI run's notification again)."""
+    body = ("Assigning to the platform team.\n\n—\nReply to this email directly, view it "
+            "on GitHub:\n" + link + "\nYou are receiving this because you are subscribed "
+            "to this thread.\n")
+    def deliver(comment: int, number: int) -> Verdict:
+        return engine.check(make_message(
+            body.format(comment), subject="Re: [acme/api] Memory leak (Issue #12)",
+            sender=f"{sender} <notifications@github.com>", headers=GITHUB,
+            message_id=f"<n{number}@github.com>"), ["bob@example.org"])
+    deliver(2284579469, 0)
+    second = deliver(2389659407, 1)
+    assert second.kind is Kind.UNIQUE and second.evidence[0].rule == "notifier", \
+        verdict_value(second)
+    again = deliver(2389659407, 2)
     assert again.kind is Kind.DUPLICATE, verdict_value(again)
 
 

@@ -5,8 +5,10 @@ the texts.  And a tracker sends each event once: its notification again is the s
 (or the same Message-ID); one with other words is the next event, however little it
 says above the issue it quotes ("Closed as completed", then "Can reproduce on staging"),
 and however alike the rest ("Status: Open -> Reopened", then "Reopened -> Closed" over a
-long description: 0.95 alike).  Other programs' reports (cron, Auto-Submitted alone) are
-left to rule identifiers and automated_threshold."""
+long description: 0.95 alike).  The same words linking another comment id are the same
+person's comment posted again ("Assigning to the platform team." twice), another event.
+Other programs' reports (cron, Auto-Submitted alone) are left to rule identifiers and
+automated_threshold."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ class NotifierRule:
     name = RuleName.NOTIFIER
     description = ("a tracker's or program's notification (X-GitHub-*, X-JIRA-*, "
                    "Auto-Submitted …) from the same address under another person's name, "
-                   "or with another text: another action (unique)")
+                   "or with another text, or the same text for another comment: another "
+                   "action (unique)")
 
     def judge(self, pair: Pair) -> Judgement | None:
         new, stored = pair.new_features, pair.stored_features
@@ -27,6 +30,10 @@ class NotifierRule:
         if new.sender_name and stored.sender_name and new.sender_name != stored.sender_name:
             return Judgement(rule=self.name,
                              note="a notification of the same service for another person")
+        if pair.same_text and new.event and stored.event and new.event != stored.event:
+            return Judgement(rule=self.name,
+                             note="the same words from a tracker for another comment: "
+                                  "posted again")
         if not pair.same_text and (new.tracker and stored.tracker
                                    or not (new.automated and stored.automated)):
             # (A program's reports: rule identifiers names the figures that changed.)
