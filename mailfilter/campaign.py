@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 
 from mailfilter.text import Pattern, Prepared, register
-from mailfilter.values import Value, init
+from mailfilter.values import Value, fill
 
 # What a token becomes: one word, so that the copies' texts align word for word.
 PLACEHOLDER = "token"
@@ -103,7 +103,7 @@ class Sending(Value):
     __slots__ = ("tracker", "notifier", "discussion", "bulk")
 
     def __init__(self, tracker: bool, notifier: bool, discussion: bool, bulk: bool) -> None:
-        init(self, tracker=tracker, notifier=notifier, discussion=discussion, bulk=bulk)
+        fill(self, tracker, notifier, discussion, bulk)
 
 
 def sending(headers: Mapping[str, str]) -> Sending:

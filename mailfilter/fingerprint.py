@@ -36,7 +36,7 @@ from mailfilter.identifiers import identifiers
 from mailfilter.message import Message, raw_body
 from mailfilter.normalise import is_reply_subject
 from mailfilter.text import ASCII_WORDS, Pattern, token_pattern, words_of
-from mailfilter.values import Value, init
+from mailfilter.values import Value, fill
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
 HISTOGRAM_BINS = len(ALPHABET)        # 36: the histogram's length, everywhere it is read
@@ -72,12 +72,9 @@ class Fingerprint(Value):
                  identifier_names: tuple[str, ...] = (),
                  part_digests: tuple[bytes, ...] = (),
                  attached_digests: tuple[bytes, ...] = ()) -> None:
-        init(self, histogram=histogram, histogram_sum=histogram_sum,
-             histogram_chars=histogram_chars, sketch=sketch, shingle_count=shingle_count,
-             word_count=word_count, digest=digest, chunks=chunks,
-             attachment_bytes=attachment_bytes, tail_sketch=tail_sketch, features=features,
-             identifier_names=identifier_names, part_digests=part_digests,
-             attached_digests=attached_digests)
+        fill(self, histogram, histogram_sum, histogram_chars, sketch, shingle_count,
+             word_count, digest, chunks, attachment_bytes, tail_sketch, features,
+             identifier_names, part_digests, attached_digests)
 
     @property
     def has_attachments(self) -> bool:

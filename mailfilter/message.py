@@ -41,7 +41,7 @@ from mailfilter.normalise import (
 )
 from mailfilter.quotes import has_attribution, split_reply, split_signoff, unquoted
 from mailfilter.text import Pattern, Prepared, prepare, register
-from mailfilter.values import Value, init
+from mailfilter.values import Value, fill, init
 
 __all__ = ["Attachment", "Message", "WholeBodyDigest", "decode_header_text", "decode_text",
            "first_look", "html_to_text", "parse", "raw_body", "read_headers", "site_of",
@@ -101,7 +101,7 @@ class Attachment(Value):
                  inline: bool = False) -> None:
         # inline: an image shown inside the HTML (Content-ID, or inline disposition): a
         # logo or a signature picture, part of the layout rather than a file sent.
-        init(self, content_type=content_type, filename=filename, data=data, inline=inline)
+        fill(self, content_type, filename, data, inline)
 
 
 class Message(Value):
@@ -151,14 +151,10 @@ class Message(Value):
                  attached: tuple[bytes, ...] = (), resend_note: bool = False,
                  notifier: bool = False, codes: tuple[str, ...] = (),
                  mass_mail: bool = False, tracker: bool = False) -> None:
-        init(self, message_id=message_id, date=date, raw_body=raw_body, text=text,
-             quoted=quoted, boilerplate=boilerplate, attachments=attachments,
-             defects=defects, headers=headers, whole_body=whole_body, sender=sender,
-             sender_name=sender_name, subject=subject, thread=thread,
-             text_length=text_length, calendar=calendar, automated=automated,
-             forwarded_from=forwarded_from, attached=attached, resend_note=resend_note,
-             notifier=notifier, codes=codes, mass_mail=mass_mail, tracker=tracker,
-             _prepared=prepared)
+        fill(self, message_id, date, raw_body, text, quoted, boilerplate, attachments,
+             defects, headers, whole_body, sender, sender_name, subject, thread,
+             text_length, calendar, automated, forwarded_from, attached, resend_note,
+             notifier, codes, mass_mail, tracker, prepared)
 
     @property
     def prepared(self) -> Prepared:
