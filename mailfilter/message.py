@@ -783,7 +783,7 @@ def _cleaned(parts: list[str], writers: list[str], full: Prepared) -> tuple[Prep
     cleaned: list[Prepared] = []
     boilerplate_parts = []
     for part, writer in zip(parts, writers, strict=True):
-        prepared = prepare(part, (full,))
+        prepared = full.of(part)
         kept, boilerplate = split_boilerplate(part, prepared)
         prepared = prepare(kept, (prepared,))
         kept = split_signoff(kept, writer, prepared)[0]

@@ -170,17 +170,33 @@ class Prepared:
             return self
         if not self.aligned:
             return Prepared(self.text[:end])
+        return self._part(self.text[:end], 0)
+
+    def of(self, part: str) -> Prepared:
+        """The prepared text of ``part``, a piece of this text (a reply's own text, a
+        forwarded message): its hits read from this one's when it is found here, not
+        scanned again.  (ASCII only: lowering a slice of other text may differ from the
+        slice of the lowered text, as Greek final sigma does.)"""
+        if part is self.text:
+            return self
+        if self._found is None or not self.aligned or not part.isascii():
+            return Prepared(part)
+        at = self.text.find(part)
+        return Prepared(part) if at < 0 else self._part(part, at)
+
+    def _part(self, part: str, start: int) -> Prepared:
+        """``part`` (``text[start:start + len(part)]``) prepared with the hits inside it."""
+        end = start + len(part)
         lowered = self._lowered
-        if self._found is None:         # not scanned: the prefix scans itself if asked
-            return Prepared(self.text[:end],
-                            _lowered=None if lowered is None else lowered[:end])
+        if self._found is None:         # not scanned: the part scans itself if asked
+            return Prepared(part, _lowered=None if lowered is None else lowered[start:end])
         hits: dict[str, list[int]] = {}
         for word, offsets in self._found.items():
-            last = end - len(word)
-            kept = offsets[:bisect_left(offsets, last + 1)]
+            kept = offsets[bisect_left(offsets, start):bisect_left(offsets,
+                                                                   end - len(word) + 1)]
             if kept:
-                hits[word] = kept
-        return Prepared(self.text[:end], _lowered=self.lowered[:end], _hits=hits)
+                hits[word] = [offset - start for offset in kept] if start else kept
+        return Prepared(part, _lowered=self.lowered[start:end], _hits=hits)
 
     def words(self, stoplist: frozenset[str] = frozenset()) -> list[str] | list[bytes]:
         """The tokens of :func:`words_of` (made once per stop list)."""
