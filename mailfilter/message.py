@@ -25,6 +25,7 @@ from mailfilter.invitations import CALENDAR_TYPES, calendar_summary, is_calendar
 from mailfilter.normalise import (
     HEADER_LINE,
     LINK,
+    RESEND_CUES,
     address_of,
     display_name,
     first_values,
@@ -674,7 +675,10 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     # (A tracker's or a program's comment "Any update?" over the issue it quotes is news.)
     # A follow-up ("Any update?") only over a quote alone: over a forward, what it
     # forwards is its message.
-    resend_note = bool(quoted) and not notifier and (is_resend_note(text) or (
+    # (The resend pattern only where the text's keyword scan, when it has one already,
+    # found one of its words: the scan is not made for it.)
+    cue = prepared.maybe_any(RESEND_CUES)
+    resend_note = bool(quoted) and not notifier and ((cue and is_resend_note(text)) or (
         not forwarded_from and is_follow_up_note(text)))
     if resend_note:
         # Only "resending: the first one bounced" above a quoted message: the message it
@@ -687,7 +691,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         # The note above the message it re-sends, pasted whole (a newsletter re-sent with
         # a correction, "sending this again" over one's own text): compared as it is, the
         # note marks it (rule resent-original).
-        resend_note = opens_with_resend_note(text, bool(forwarded_from)) and not notifier
+        resend_note = not notifier and opens_with_resend_note(text, bool(forwarded_from), cue)
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
     calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None

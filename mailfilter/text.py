@@ -146,6 +146,11 @@ class Prepared:
             return not words.isdisjoint(hits)       # one C loop over the few words found
         return any(word in hits for word in words)
 
+    def maybe_any(self, words: frozenset[str]) -> bool:
+        """:meth:`any`, or True when the text was not scanned yet: a gate that never
+        costs a scan of its own (a step that would scan only for it runs instead)."""
+        return self._found is None or not words.isdisjoint(self._found)
+
     def present(self, words: Iterable[str]) -> list[str]:
         """Those of ``words`` that occur, in the order given."""
         hits = self._hits
