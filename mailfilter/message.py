@@ -41,7 +41,7 @@ from mailfilter.normalise import (
     thread_ids,
 )
 from mailfilter.quotes import has_attribution, split_reply, split_signoff, unquoted
-from mailfilter.text import Pattern, Prepared, prepare, register
+from mailfilter.text import Pattern, Prepared, register
 from mailfilter.values import Value, fill, init
 
 __all__ = ["Attachment", "Message", "WholeBodyDigest", "decode_header_text", "decode_text",
@@ -789,7 +789,7 @@ def _cleaned(parts: list[str], writers: list[str], full: Prepared) -> tuple[Prep
     for part, writer in zip(parts, writers, strict=True):
         prepared = full.of(part)
         kept, boilerplate = split_boilerplate(part, prepared)
-        prepared = prepare(kept, (prepared,))
+        prepared = prepared.of(kept)
         kept = split_signoff(kept, writer, prepared)[0]
         cleaned.append(prepared.prefix(len(kept)))      # what it keeps is a prefix
         boilerplate_parts.append(boilerplate)

@@ -180,14 +180,20 @@ class Prepared:
     def of(self, part: str) -> Prepared:
         """The prepared text of ``part``, a piece of this text (a reply's own text, a
         forwarded message): its hits read from this one's when it is found here, not
-        scanned again.  (ASCII only: lowering a slice of other text may differ from the
-        slice of the lowered text, as Greek final sigma does.)"""
+        scanned again.  (Beyond ASCII, only when the piece lowers to the same as that
+        piece of the lowered text: Greek final sigma lowers by its context.)"""
         if part is self.text:
             return self
-        if self._found is None or not self.aligned or not part.isascii():
+        if self._found is None or not self.aligned:
             return Prepared(part)
         at = self.text.find(part)
-        return Prepared(part) if at < 0 else self._part(part, at)
+        if at < 0:
+            return Prepared(part)
+        if not part.isascii():
+            lowered = part.lower()
+            if lowered != self.lowered[at:at + len(part)]:
+                return Prepared(part, _lowered=lowered)
+        return self._part(part, at)
 
     def _part(self, part: str, start: int) -> Prepared:
         """``part`` (``text[start:start + len(part)]``) prepared with the hits inside it."""
