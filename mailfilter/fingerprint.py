@@ -234,10 +234,9 @@ def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.nda
                             np.uint64(_FMIX_2), np.uint64(33), np.uint64(32))
     weights, fmix_1, fmix_2, shift_33, shift_32 = _NUMPY_CONSTANTS
     token_hashes = np.fromiter(_token_hashes(tokens), dtype=np.uint64, count=len(tokens))
-    count = len(token_hashes) - ngram + 1
-    mixed = token_hashes[:count] * weights[0]
-    for position in range(1, ngram):
-        mixed += token_hashes[position:position + count] * weights[position]
+    # The weighted sums of every window in one call (a sliding dot product, in uint64:
+    # modulo 2**64 like the rest), not a multiply and an add per position.
+    mixed = np.correlate(token_hashes, weights[:ngram])
     mixed ^= mixed >> shift_33
     mixed *= fmix_1
     mixed ^= mixed >> shift_33
