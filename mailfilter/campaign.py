@@ -283,11 +283,16 @@ def _letter_codes(text: str, label: re.Pattern[str]) -> list[str]:
             end += 1
         if end - at <= 12 and (at == 0 or coded[at - 1] == 32) \
                 and (end == len(coded) or coded[end] == 32):
-            line_end = text.find("\n", end)
-            after = text[end:len(text) if line_end < 0 else line_end].lstrip(" \t")
-            before = text[text.rfind("\n", 0, at) + 1:at].rstrip(" \t")
-            if (not after or after[0] in ".,;)") and (not before or before[-1] in ":#") \
-                    and _labelled(text, at, label):
+            # The first character after the blanks that follow it, and the last before
+            # the blanks before it (stepped over, not the rest of the line sliced).
+            after = end
+            while after < len(text) and text[after] in " \t":
+                after += 1
+            before = at - 1
+            while before >= 0 and text[before] in " \t":
+                before -= 1
+            if (after == len(text) or text[after] in ".,;)\n") \
+                    and (before < 0 or text[before] in ":#\n") and _labelled(text, at, label):
                 found.append(text[at:end].lower())
         at = coded.find(b"AAAAA", end)
     return found
