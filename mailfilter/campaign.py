@@ -44,13 +44,19 @@ def _tokens_with_switches(text: str) -> Iterator[tuple[int, int]]:
     characters in which a letter meets a digit, in order (a character that is not ASCII
     counts as a space: one byte each, so that offsets stay those of ``text``)."""
     coded = text.encode("ascii", "replace").translate(_SHAPES)
-    last = 0
-    one, other = coded.find(b"a0"), coded.find(b"0a")     # each found once (linear)
-    while True:
+    # A switch is next to a digit: searched only from the first digit to the last (found
+    # at memchr speed; a text or subject without a digit is not searched at all).
+    first = coded.find(b"0")
+    if first < 0:
+        return
+    last = max(0, first - 1)
+    bound = coded.rfind(b"0") + 2
+    one, other = coded.find(b"a0", last, bound - 1), coded.find(b"0a", last, bound)
+    while True:             # (each found once: linear)
         if 0 <= one < last:
-            one = coded.find(b"a0", last)
+            one = coded.find(b"a0", last, bound - 1)
         if 0 <= other < last:
-            other = coded.find(b"0a", last)
+            other = coded.find(b"0a", last, bound)
         at = one if other < 0 or 0 <= one < other else other
         if at < 0:
             return
