@@ -24,7 +24,7 @@ from mailfilter.identifiers import (
 )
 from mailfilter.normalise import bare_message_id, normal_subject, site_of
 from mailfilter.text import words_of
-from mailfilter.values import Value, init
+from mailfilter.values import Value, fill, init
 
 if TYPE_CHECKING:
     from mailfilter.message import Message
@@ -120,12 +120,10 @@ class Features(Value):
                  forwarded_from: tuple[int, ...] = (), resend_note: bool = False,
                  notifier: bool = False, subject_stem: int = 0,
                  tracker: bool = False, event: int = 0) -> None:
-        init(self, sender=sender, sender_name=sender_name, sender_domain=sender_domain,
-             subject=subject, thread=thread, quoted=quoted, identifiers=identifiers,
-             identifier_bits=identifier_bits, calendar=calendar, attachments=attachments,
-             attachment_bytes=attachment_bytes, text_bytes=text_bytes, automated=automated,
-             is_reply=is_reply, forwarded_from=forwarded_from, resend_note=resend_note,
-             notifier=notifier, subject_stem=subject_stem, tracker=tracker, event=event)
+        fill(self, sender, sender_name, sender_domain, subject, thread, quoted, identifiers,
+             identifier_bits, calendar, attachments, attachment_bytes, text_bytes,
+             automated, is_reply, forwarded_from, resend_note, notifier, subject_stem,
+             tracker, event)
 
     @property
     def attachment_share(self) -> float:

@@ -36,7 +36,7 @@ from mailfilter.identifiers import identifiers
 from mailfilter.message import Message, raw_body
 from mailfilter.normalise import is_reply_subject
 from mailfilter.text import ASCII_WORDS, Pattern, token_pattern, words_of
-from mailfilter.values import Value, init
+from mailfilter.values import Value, fill
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
 HISTOGRAM_BINS = len(ALPHABET)        # 36: the histogram's length, everywhere it is read
@@ -72,12 +72,9 @@ class Fingerprint(Value):
                  identifier_names: tuple[str, ...] = (),
                  part_digests: tuple[bytes, ...] = (),
                  attached_digests: tuple[bytes, ...] = ()) -> None:
-        init(self, histogram=histogram, histogram_sum=histogram_sum,
-             histogram_chars=histogram_chars, sketch=sketch, shingle_count=shingle_count,
-             word_count=word_count, digest=digest, chunks=chunks,
-             attachment_bytes=attachment_bytes, tail_sketch=tail_sketch, features=features,
-             identifier_names=identifier_names, part_digests=part_digests,
-             attached_digests=attached_digests)
+        fill(self, histogram, histogram_sum, histogram_chars, sketch, shingle_count,
+             word_count, digest, chunks, attachment_bytes, tail_sketch, features,
+             identifier_names, part_digests, attached_digests)
 
     @property
     def has_attachments(self) -> bool:
@@ -237,10 +234,9 @@ def shingle_array(tokens: Sequence[str] | Sequence[bytes], ngram: int) -> np.nda
                             np.uint64(_FMIX_2), np.uint64(33), np.uint64(32))
     weights, fmix_1, fmix_2, shift_33, shift_32 = _NUMPY_CONSTANTS
     token_hashes = np.fromiter(_token_hashes(tokens), dtype=np.uint64, count=len(tokens))
-    count = len(token_hashes) - ngram + 1
-    mixed = token_hashes[:count] * weights[0]
-    for position in range(1, ngram):
-        mixed += token_hashes[position:position + count] * weights[position]
+    # The weighted sums of every window in one call (a sliding dot product, in uint64:
+    # modulo 2**64 like the rest), not a multiply and an add per position.
+    mixed = np.correlate(token_hashes, weights[:ngram])
     mixed ^= mixed >> shift_33
     mixed *= fmix_1
     mixed ^= mixed >> shift_33

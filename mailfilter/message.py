@@ -25,6 +25,7 @@ from mailfilter.invitations import CALENDAR_TYPES, calendar_summary, is_calendar
 from mailfilter.normalise import (
     HEADER_LINE,
     LINK,
+    RESEND_CUES,
     address_of,
     display_name,
     first_values,
@@ -40,8 +41,8 @@ from mailfilter.normalise import (
     thread_ids,
 )
 from mailfilter.quotes import has_attribution, split_reply, split_signoff, unquoted
-from mailfilter.text import Pattern, Prepared, prepare, register
-from mailfilter.values import Value, init
+from mailfilter.text import Pattern, Prepared, register
+from mailfilter.values import Value, fill, init
 
 __all__ = ["Attachment", "Message", "WholeBodyDigest", "decode_header_text", "decode_text",
            "first_look", "html_to_text", "parse", "raw_body", "read_headers", "site_of",
@@ -101,7 +102,7 @@ class Attachment(Value):
                  inline: bool = False) -> None:
         # inline: an image shown inside the HTML (Content-ID, or inline disposition): a
         # logo or a signature picture, part of the layout rather than a file sent.
-        init(self, content_type=content_type, filename=filename, data=data, inline=inline)
+        fill(self, content_type, filename, data, inline)
 
 
 class Message(Value):
@@ -152,14 +153,10 @@ class Message(Value):
                  attached: tuple[bytes, ...] = (), resend_note: bool = False,
                  notifier: bool = False, codes: tuple[str, ...] = (),
                  mass_mail: bool = False, tracker: bool = False, event: int = 0) -> None:
-        init(self, message_id=message_id, date=date, raw_body=raw_body, text=text,
-             quoted=quoted, boilerplate=boilerplate, attachments=attachments,
-             defects=defects, headers=headers, whole_body=whole_body, sender=sender,
-             sender_name=sender_name, subject=subject, thread=thread,
-             text_length=text_length, calendar=calendar, automated=automated,
-             forwarded_from=forwarded_from, attached=attached, resend_note=resend_note,
-             notifier=notifier, codes=codes, mass_mail=mass_mail, tracker=tracker,
-             event=event, _prepared=prepared)
+        fill(self, message_id, date, raw_body, text, quoted, boilerplate, attachments,
+             defects, headers, whole_body, sender, sender_name, subject, thread,
+             text_length, calendar, automated, forwarded_from, attached, resend_note,
+             notifier, codes, mass_mail, tracker, event, prepared)
 
     @property
     def prepared(self) -> Prepared:
@@ -679,7 +676,10 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     # (A tracker's or a program's comment "Any update?" over the issue it quotes is news.)
     # A follow-up ("Any update?") only over a quote alone: over a forward, what it
     # forwards is its message.
-    resend_note = bool(quoted) and not notifier and (is_resend_note(text) or (
+    # (The resend pattern only where the text's keyword scan, when it has one already,
+    # found one of its words: the scan is not made for it.)
+    cue = prepared.maybe_any(RESEND_CUES)
+    resend_note = bool(quoted) and not notifier and ((cue and is_resend_note(text)) or (
         not forwarded_from and is_follow_up_note(text)))
     if resend_note:
         # Only "resending: the first one bounced" above a quoted message: the message it
@@ -692,7 +692,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
         # The note above the message it re-sends, pasted whole (a newsletter re-sent with
         # a correction, "sending this again" over one's own text): compared as it is, the
         # note marks it (rule resent-original).
-        resend_note = opens_with_resend_note(text, bool(forwarded_from)) and not notifier
+        resend_note = not notifier and opens_with_resend_note(text, bool(forwarded_from), cue)
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
     calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None
@@ -809,9 +809,9 @@ def _cleaned(parts: list[str], writers: list[str], full: Prepared) -> tuple[Prep
     cleaned: list[Prepared] = []
     boilerplate_parts = []
     for part, writer in zip(parts, writers, strict=True):
-        prepared = prepare(part, (full,))
+        prepared = full.of(part)
         kept, boilerplate = split_boilerplate(part, prepared)
-        prepared = prepare(kept, (prepared,))
+        prepared = prepared.of(kept)
         kept = split_signoff(kept, writer, prepared)[0]
         cleaned.append(prepared.prefix(len(kept)))      # what it keeps is a prefix
         boilerplate_parts.append(boilerplate)

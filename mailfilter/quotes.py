@@ -697,7 +697,7 @@ def split_reply(text: str, *, forward: bool = False, writer: str = "",
     from_values.append(from_value)
     quoted_parts = []
     for number, segment in enumerate(segments):
-        part = prepared if len(segments) == 1 else Prepared(segment)
+        part = prepared if len(segments) == 1 else prepared.of(segment)
         segments[number], quoted = _clean_segment(part, aside)
         quoted_parts.append(quoted)
     quoted_lines = "".join(quoted_parts)

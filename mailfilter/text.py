@@ -146,6 +146,11 @@ class Prepared:
             return not words.isdisjoint(hits)       # one C loop over the few words found
         return any(word in hits for word in words)
 
+    def maybe_any(self, words: frozenset[str]) -> bool:
+        """:meth:`any`, or True when the text was not scanned yet: a gate that never
+        costs a scan of its own (a step that would scan only for it runs instead)."""
+        return self._found is None or not words.isdisjoint(self._found)
+
     def present(self, words: Iterable[str]) -> list[str]:
         """Those of ``words`` that occur, in the order given."""
         hits = self._hits
@@ -170,17 +175,39 @@ class Prepared:
             return self
         if not self.aligned:
             return Prepared(self.text[:end])
+        return self._part(self.text[:end], 0)
+
+    def of(self, part: str) -> Prepared:
+        """The prepared text of ``part``, a piece of this text (a reply's own text, a
+        forwarded message): its hits read from this one's when it is found here, not
+        scanned again.  (Beyond ASCII, only when the piece lowers to the same as that
+        piece of the lowered text: Greek final sigma lowers by its context.)"""
+        if part is self.text:
+            return self
+        if self._found is None or not self.aligned:
+            return Prepared(part)
+        at = self.text.find(part)
+        if at < 0:
+            return Prepared(part)
+        if not part.isascii():
+            lowered = part.lower()
+            if lowered != self.lowered[at:at + len(part)]:
+                return Prepared(part, _lowered=lowered)
+        return self._part(part, at)
+
+    def _part(self, part: str, start: int) -> Prepared:
+        """``part`` (``text[start:start + len(part)]``) prepared with the hits inside it."""
+        end = start + len(part)
         lowered = self._lowered
-        if self._found is None:         # not scanned: the prefix scans itself if asked
-            return Prepared(self.text[:end],
-                            _lowered=None if lowered is None else lowered[:end])
+        if self._found is None:         # not scanned: the part scans itself if asked
+            return Prepared(part, _lowered=None if lowered is None else lowered[start:end])
         hits: dict[str, list[int]] = {}
         for word, offsets in self._found.items():
-            last = end - len(word)
-            kept = offsets[:bisect_left(offsets, last + 1)]
+            kept = offsets[bisect_left(offsets, start):bisect_left(offsets,
+                                                                   end - len(word) + 1)]
             if kept:
-                hits[word] = kept
-        return Prepared(self.text[:end], _lowered=self.lowered[:end], _hits=hits)
+                hits[word] = [offset - start for offset in kept] if start else kept
+        return Prepared(part, _lowered=self.lowered[start:end], _hits=hits)
 
     def words(self, stoplist: frozenset[str] = frozenset()) -> list[str] | list[bytes]:
         """The tokens of :func:`words_of` (made once per stop list)."""

@@ -161,3 +161,62 @@ def test_prose_under_a_line_with_the_senders_name_is_no_signature() -> None:
     text = ("Here it is again.\n\nProduct Digest\n\nIn the Lurgan Mail there was also news "
             "of a dramatic robbery at the shop.\n")
     assert split_signoff(text, "Product Digest") == (text, "")
+
+
+def _holds_cue(sequence: object, cues: frozenset[str]) -> bool:
+    """Every match of the parsed ``sequence`` holds one of ``cues``: each way to spell one
+    of its runs of literal text (alternatives of literals spelled out, "s?" both ways)
+    contains one, or one of its groups does, or each alternative of an alternation, or a
+    repeat taken at least once."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    def spellings(item: list) -> list[str] | None:
+        """The strings a sequence of literals, literal alternatives and optional
+        literals matches (None when it is anything else)."""
+        out = [""]
+        for op, av in item:
+            if op is c.LITERAL:
+                out = [text + chr(av) for text in out]
+            elif op is c.BRANCH:
+                options = [spellings(alt) for alt in av[1]]
+                if any(option is None for option in options):
+                    return None
+                out = [text + tail for text in out for option in options for tail in option]
+            elif op is c.MAX_REPEAT and av[:2] == (0, 1):
+                tails = spellings(av[2])
+                if tails is None:
+                    return None
+                out = [text + tail for text in out for tail in ["", *tails]]
+            else:
+                return None
+        return out
+
+    runs = [""]
+    for op, av in [*sequence, (None, None)]:          # type: ignore[misc]
+        spelled = spellings([(op, av)]) if op is not None else None
+        if spelled is not None and len(runs) * len(spelled) <= 256:
+            runs = [text + tail for text in runs for tail in spelled]
+            continue
+        if all(any(cue in text for cue in cues) for text in runs):
+            return True
+        runs = [""]
+        if op is c.SUBPATTERN and _holds_cue(av[-1], cues):
+            return True
+        if op is c.BRANCH and all(_holds_cue(alt, cues) for alt in av[1]):
+            return True
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1 \
+                and _holds_cue(av[2], cues):
+            return True
+    return False
+
+
+def test_every_resend_note_holds_one_of_the_cue_words() -> None:
+    """Catches a resend-note phrasing added to the pattern without a word in
+    RESEND_CUES: parse would skip the pattern for a text that holds it, and a resent
+    message would be taken for a new one (rule resend-note)."""
+    from re import _parser  # type: ignore[attr-defined]
+
+    from mailfilter.normalise import _RESEND_NOTE, RESEND_CUES
+
+    assert _holds_cue(_parser.parse(_RESEND_NOTE.source), RESEND_CUES)
+    assert not _holds_cue(_parser.parse(_RESEND_NOTE.source), RESEND_CUES - {"bounce"})
