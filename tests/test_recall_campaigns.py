@@ -389,6 +389,31 @@ def test_the_same_comment_posted_again_on_a_tracker_is_news(
     assert again.kind is Kind.DUPLICATE, verdict_value(again)
 
 
+def test_a_tracker_issue_quoting_a_mail_is_no_copy_of_it_but_a_forward_of_one_is(
+        engine: Engine) -> None:
+    """An issue whose description is a list post pasted into the ticket: the tracker's
+    notification held 90% of the post, 0.42 alike, and was its near-duplicate in a busy
+    store (hold-out tracker_status_updates, diagnosis seeds 36 and 39).  The other way
+    round, a person's forward of a notification stays a copy of it."""
+    post = paragraph_text(3131, count=120)
+    engine.check(make_message(post, subject="Kernel build times", sender="dan@lists.example",
+                              message_id="<post@lists.example>"), ["bob@example.org"])
+    issue = engine.check(make_message(
+        f"Ann Berg created an issue\n\n{post}\n\nAssignee: Kevin\nPriority: Major\n",
+        subject="[JIRA] (OPS-12) Kernel build times", sender="Ann Berg (Jira) <jira@acme.example>",
+        headers={"X-JIRA-FingerPrint": "4f2a", "Auto-Submitted": "auto-generated"},
+        message_id="<JIRA.1.2@acme.example>"), ["bob@example.org"])
+    assert issue.kind is Kind.UNIQUE, verdict_value(issue)
+    forward = engine.check(make_message(
+        "FYI, see the ticket below.\n\n---------- Forwarded message ---------\n"
+        "From: Ann Berg (Jira) <jira@acme.example>\nSubject: [JIRA] (OPS-12) Kernel build "
+        f"times\n\nAnn Berg created an issue\n\n{post}\n\nAssignee: Kevin\nPriority: "
+        "Major\n", subject="Fwd: [JIRA] (OPS-12) Kernel build times",
+        sender="Carol Wu <carol@example.org>", message_id="<fwd@example.org>"),
+        ["bob@example.org"])
+    assert forward.kind is not Kind.UNIQUE, verdict_value(forward)
+
+
 def test_a_resend_note_over_the_whole_original_forwarded_in_its_thread_is_a_copy(
         engine: Engine) -> None:
     """"TR:" (French clients' Fwd:) over an Outlook reply block, in the original's thread:

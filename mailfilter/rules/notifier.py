@@ -7,6 +7,9 @@ says above the issue it quotes ("Closed as completed", then "Can reproduce on st
 and however alike the rest ("Status: Open -> Reopened", then "Reopened -> Closed" over a
 long description: 0.95 alike).  The same words linking another comment id are the same
 person's comment posted again ("Assigning to the platform team." twice), another event.
+And a tracker's notification is never a copy of a message from outside it: an issue whose
+description quotes a mail (a list post pasted into a ticket) made the notification 0.36–
+0.47 alike to that mail (a forward of a notification, the other way round, is a copy).
 Other programs' reports (cron, Auto-Submitted alone) are left to rule identifiers and
 automated_threshold."""
 
@@ -20,10 +23,15 @@ class NotifierRule:
     description = ("a tracker's or program's notification (X-GitHub-*, X-JIRA-*, "
                    "Auto-Submitted …) from the same address under another person's name, "
                    "or with another text, or the same text for another comment: another "
-                   "action (unique)")
+                   "action; a tracker's notification like mail from outside it: its own "
+                   "event (unique)")
 
     def judge(self, pair: Pair) -> Judgement | None:
         new, stored = pair.new_features, pair.stored_features
+        if new.tracker and not stored.notifier and not pair.same_text:
+            return Judgement(rule=self.name,
+                             note="a tracker's notification like a message from outside "
+                                  "it: the tracker's own event, not a copy")
         if not (new.notifier and stored.notifier and new.sender
                 and new.sender == stored.sender):
             return None
