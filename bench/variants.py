@@ -636,7 +636,8 @@ def edited_words(raw: bytes, rng: random.Random, style: str | None = None) -> by
     nobody edits a program's notification, and its other words are its next event (rule
     notifier), not an edited copy."""
     count = int(_pick(rng, style, "edited_words"))
-    if parse(raw).notifier:
+    source = parse(raw)
+    if source.notifier:
         return None
     msg = load(raw)
     found = main_part(msg)
@@ -667,8 +668,7 @@ def edited_words(raw: bytes, rng: random.Random, style: str | None = None) -> by
     set_text(part, text, codec)
     fresh_headers(msg, rng, "edit")
     edited = dump(msg)
-    before, after = (len(parse(message).text.split()) for message in (raw, edited))
-    if abs(after - before) > count:
+    if abs(len(parse(edited).text.split()) - len(source.text.split())) > count:
         return None     # the part did not survive re-encoding: no edit of its words
     return edited
 
