@@ -11,6 +11,7 @@ no I/O.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import xxhash
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CALENDAR_TYPES", "EMPTY", "AttachmentSummary", "CalendarSummary", "Features",
            "is_calendar", "key64", "message_features", "message_id_key64", "name_key",
-           "normal_subject", "registrable_domain"]
+           "normal_subject", "registrable_domain", "word_key", "word_keys"]
 
 FORMAT_VERSION = 1
 # Attachments smaller than this (signature logos, vCards) never decide anything.
@@ -43,10 +44,47 @@ MAX_FORWARDED = 4
 # keep the largest possible features, a tracker's event key included, in the store's
 # FEATURES_MAX (1,024 bytes).
 _NAME_MAX = 59
+# A text of at most this many words keeps its words' keys (Features.words): two short
+# texts of one sender a few words apart are compared word by word (rules/edited_copy.py),
+# where five-word shingles see nothing (three edits in twenty words can leave no shingle in
+# common).  At most 81 bytes; left out when the rest of the features leave no room.
+WORDS_MAX = 40
+# The store's FEATURES_MAX (store/__init__.py, which a test holds equal): the features
+# never exceed it, their words given up first.
+ENCODED_MAX = 1024
+DIGIT_WORD = 0x8000     # a word key's top bit: the word holds a digit
+_DIGITS = b"0123456789"
 _HEAD = struct.Struct(">BBQQQQQQIQQIB")
 _ATTACHMENT = struct.Struct(">QIB")
 _BITS_BYTES = IDENTIFIER_BITS // 8
 CALENDAR_TYPES = ("text/calendar", "application/ics", "text/x-vcalendar")
+
+
+def word_key(token: str | bytes) -> int:
+    """A word's key: 12 bits of its xxh3 hash (enough to align two texts of 40 words; few
+    enough that a stored key stands for one word in 4,096 of a dictionary, so a store does
+    not spell out its short texts), the top bit of 16 set when the word holds a digit (a
+    changed number is a changed fact, never an edit of wording)."""
+    data = token if isinstance(token, bytes) else token.encode("utf-8", "surrogatepass")
+    key = xxhash.xxh3_64_intdigest(data) & 0x0FFF
+    return key | DIGIT_WORD if len(data.translate(None, _DIGITS)) != len(data) else key
+
+
+def word_keys(tokens: Sequence[str] | Sequence[bytes]) -> tuple[int, ...]:
+    """The keys of a short text's words in order (:data:`WORDS_MAX` at most; () for a
+    longer text, which the shingles judge): :func:`word_key` of each, the digit test
+    made per word only when the text holds a digit at all."""
+    if len(tokens) > WORDS_MAX:
+        return ()
+    words = [t if isinstance(t, bytes) else t.encode("utf-8", "surrogatepass")
+             for t in tokens]
+    hash64 = xxhash.xxh3_64_intdigest
+    keys = [hash64(word) & 0x0FFF for word in words]
+    joined = b"".join(words)
+    if len(joined.translate(None, _DIGITS)) != len(joined):
+        keys = [key | DIGIT_WORD if len(word.translate(None, _DIGITS)) != len(word) else key
+                for key, word in zip(keys, words, strict=True)]
+    return tuple(keys)
 
 
 def is_calendar(content_type: str, filename: str | None) -> bool:
@@ -102,14 +140,16 @@ class Features(Value):
     subject_stem: key64 of the subject without the numbers and codes a campaign writes at
     its end (identifiers.subject_stem); 0 when that is the whole subject.  tracker: an
     issue tracker's or code host's (campaign.Sending); event: key64 of the comment ids
-    its links carry (message.tracker_event), 0 for none.  (Flag 128 says that a stem key
-    and a second flag byte follow the rest; bit 2 of that byte, an event key after it.)
+    its links carry (message.tracker_event), 0 for none.  words: the 16-bit keys of a
+    short text's words in order (:func:`word_keys`; () above :data:`WORDS_MAX` words).
+    (Flag 128 says that a stem key and a second flag byte follow the rest; bit 2 of that
+    byte, an event key after it; bit 4, a count and the word keys after that.)
     """
 
     __slots__ = ("sender", "sender_name", "sender_domain", "subject", "thread", "quoted",
                  "identifiers", "identifier_bits", "calendar", "attachments",
                  "attachment_bytes", "text_bytes", "automated", "is_reply", "forwarded_from",
-                 "resend_note", "notifier", "subject_stem", "tracker", "event")
+                 "resend_note", "notifier", "subject_stem", "tracker", "event", "words")
 
     def __init__(self, sender: int = 0, sender_name: int = 0, sender_domain: int = 0,
                  subject: int = 0, thread: tuple[int, ...] = (), quoted: int = 0,
@@ -119,11 +159,12 @@ class Features(Value):
                  text_bytes: int = 0, automated: bool = False, is_reply: bool = False,
                  forwarded_from: tuple[int, ...] = (), resend_note: bool = False,
                  notifier: bool = False, subject_stem: int = 0,
-                 tracker: bool = False, event: int = 0) -> None:
+                 tracker: bool = False, event: int = 0,
+                 words: tuple[int, ...] = ()) -> None:
         fill(self, sender, sender_name, sender_domain, subject, thread, quoted, identifiers,
              identifier_bits, calendar, attachments, attachment_bytes, text_bytes,
              automated, is_reply, forwarded_from, resend_note, notifier, subject_stem,
-             tracker, event)
+             tracker, event, words)
 
     @property
     def attachment_share(self) -> float:
@@ -137,7 +178,7 @@ class Features(Value):
             (4 if self.automated else 0) | (8 if self.is_reply else 0) | \
             (16 if self.forwarded_from else 0) | (32 if self.resend_note else 0) | \
             (64 if self.notifier else 0) | \
-            (128 if self.subject_stem or self.tracker or self.event else 0)
+            (128 if self.subject_stem or self.tracker or self.event or self.words else 0)
         method = (calendar.method.encode("ascii", "replace")[:16] if calendar else b"")
         parts = [
             _HEAD.pack(FORMAT_VERSION, flags, self.sender, self.sender_name,
@@ -165,11 +206,18 @@ class Features(Value):
         if self.forwarded_from:
             writers = self.forwarded_from[:MAX_FORWARDED]
             parts.append(struct.pack(f">B{len(writers)}Q", len(writers), *writers))
-        if flags & 128:
-            parts.append(struct.pack(">QB", self.subject_stem,
-                                     (1 if self.tracker else 0) | (2 if self.event else 0)))
-            if self.event:
-                parts.append(struct.pack(">Q", self.event))
+        if not flags & 128:
+            return b"".join(parts)
+        words = self.words[:WORDS_MAX]
+        used = sum(map(len, parts)) + 9 + (8 if self.event else 0)
+        if words and used + 1 + 2 * len(words) > ENCODED_MAX:
+            words = ()      # no room: the rest decides more (see WORDS_MAX)
+        parts.append(struct.pack(">QB", self.subject_stem, (1 if self.tracker else 0)
+                                 | (2 if self.event else 0) | (4 if words else 0)))
+        if self.event:
+            parts.append(struct.pack(">Q", self.event))
+        if words:
+            parts.append(struct.pack(f">B{len(words)}H", len(words), *words))
         return b"".join(parts)
 
     @classmethod
@@ -209,12 +257,20 @@ class Features(Value):
             forwarded_from = struct.unpack_from(f">{count}Q", data, offset + 1)
             offset += 1 + 8 * count
         subject_stem, more = struct.unpack_from(">QB", data, offset) if flags & 128 else (0, 0)
-        event = struct.unpack_from(">Q", data, offset + 9)[0] if more & 2 else 0
+        offset += 9
+        event = 0
+        if more & 2:
+            event = struct.unpack_from(">Q", data, offset)[0]
+            offset += 8
+        words: tuple[int, ...] = ()
+        if more & 4:
+            words = struct.unpack_from(f">{data[offset]}H", data, offset + 1)
         calendar = CalendarSummary(calendar_key, uid, sequence, method) if flags & 2 else None
         return cls(sender, sender_name, sender_domain, subject, thread, quoted, identifiers,
                    identifier_bits, calendar, tuple(attachments), attachment_bytes,
                    text_bytes, bool(flags & 4), bool(flags & 8), forwarded_from,
-                   bool(flags & 32), bool(flags & 64), subject_stem, bool(more & 1), event)
+                   bool(flags & 32), bool(flags & 64), subject_stem, bool(more & 1), event,
+                   words)
 
 
 EMPTY = Features()
@@ -252,9 +308,10 @@ def name_key(name: str) -> int:
     return key64(" ".join(name.lower().replace('"', "").split()))
 
 
-def message_features(message: Message, names: list[str] | None = None) -> Features:
-    """The :class:`Features` of a parsed message (pure); ``names``: its identifiers, when
-    the caller has them already."""
+def message_features(message: Message, names: list[str] | None = None,
+                     tokens: Sequence[str] | Sequence[bytes] | None = None) -> Features:
+    """The :class:`Features` of a parsed message (pure); ``names``: its identifiers, and
+    ``tokens``: its text's words (fingerprint's), when the caller has them already."""
     quoted_words = b""
     if message.quoted:
         words = words_of(message.quoted)
@@ -291,5 +348,6 @@ def message_features(message: Message, names: list[str] | None = None) -> Featur
         notifier=message.notifier,
         tracker=message.tracker,
         event=message.event,
+        words=word_keys(message.prepared.words() if tokens is None else tokens),
     )
 

@@ -435,7 +435,7 @@ def compute(message: Message, *, histogram: str = "decoded", ngram: int = 5,
     return Fingerprint(
         part_digests=part_digests(message.text, attachment_digests, digest)
         if len(tokens) <= PART_DIGEST_WORDS else (),
-        features=message_features(message, names),
+        features=message_features(message, names, tokens),
         identifier_names=tuple(names[:64]),
         histogram=hist,
         histogram_sum=sum(hist),

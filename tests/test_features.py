@@ -18,8 +18,11 @@ from helpers import make_message, paragraph_text
 
 from mailfilter.engine import Engine
 from mailfilter.features import (
+    DIGIT_WORD,
+    ENCODED_MAX,
     MAX_ATTACHMENTS,
     MAX_THREAD_KEYS,
+    WORDS_MAX,
     AttachmentSummary,
     CalendarSummary,
     Features,
@@ -27,10 +30,12 @@ from mailfilter.features import (
     message_features,
     normal_subject,
     registrable_domain,
+    word_keys,
 )
 from mailfilter.headers import verdict_value
 from mailfilter.message import parse
 from mailfilter.store import FEATURES_MAX
+from mailfilter.values import replace
 
 CALENDAR = (
     "BEGIN:VCALENDAR\r\nMETHOD:REQUEST\r\nPRODID:Microsoft Exchange Server 2010\r\n"
@@ -138,6 +143,48 @@ def test_the_second_flag_byte_and_the_event_key_round_trip(stem: int, tracker: b
     assert (decoded.subject_stem, decoded.tracker, decoded.event) == (stem, tracker, event)
     older = Features(sender=1, subject=2, subject_stem=stem, tracker=tracker).encode()
     assert Features.decode(older).event == 0
+
+
+@pytest.mark.parametrize(("stem", "event"), [(0, 0), (7, 0), (0, 9), (7, 9)])
+def test_a_short_texts_word_keys_round_trip(stem: int, event: int) -> None:
+    """The word keys (flag 128's second byte, bit 4, after the event key) come back in
+    order, beside a stem and an event key; older records read as no words."""
+    words = word_keys("please send me the slides 2 before friday".split())
+    assert len(words) == 8 and words[5] & DIGIT_WORD and not words[4] & DIGIT_WORD
+    features = Features(sender=1, subject=2, subject_stem=stem, event=event, words=words)
+    decoded = Features.decode(features.encode())
+    assert (decoded.words, decoded.subject_stem, decoded.event) == (words, stem, event)
+    assert Features.decode(replace(features, words=()).encode()).words == ()
+
+
+def test_only_a_short_text_keeps_its_words() -> None:
+    """Up to WORDS_MAX words the features carry their keys in order; a longer text, which
+    the shingles judge, carries none."""
+    short = parse(make_message(body="Could you send me the slides from this morning?\n"))
+    assert message_features(short).words == word_keys(
+        "could you send me the slides from this morning".split())
+    long = parse(make_message(body=" ".join(["word"] * (WORDS_MAX + 1)) + "\n"))
+    assert message_features(long).words == ()
+
+
+def test_word_keys_give_way_when_the_features_are_full() -> None:
+    """The largest features with a short text's words still fit the store: the words are
+    left out (the rest decides more), and everything else comes back whole."""
+    assert ENCODED_MAX == FEATURES_MAX
+    largest = Features(
+        sender=2**64 - 1, subject=2**64 - 1, thread=tuple(range(1, 50)),
+        identifiers=tuple(range(32)), identifier_bits=b"\xff" * 128,
+        calendar=CalendarSummary(2**64 - 1, 2**64 - 1, 2**40, "X-" + "M" * 40),
+        attachments=tuple(AttachmentSummary(2**64 - 1, 2**40, "n" * 200) for _ in range(50)),
+        forwarded_from=tuple(range(1, 40)), subject_stem=2**64 - 1, tracker=True,
+        event=2**64 - 1, words=tuple(range(WORDS_MAX)))
+    encoded = largest.encode()
+    assert len(encoded) <= FEATURES_MAX
+    decoded = Features.decode(encoded)
+    assert decoded.words == () and decoded.event == 2**64 - 1
+    assert decoded.attachments == Features.decode(replace(largest, words=()).encode()).attachments
+    roomy = replace(largest, attachments=largest.attachments[:2])
+    assert Features.decode(roomy.encode()).words == tuple(range(WORDS_MAX))
 
 
 def test_engine_stores_and_matches_an_adversarial_message(engine: Engine) -> None:

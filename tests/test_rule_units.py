@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from mailfilter.config import DetectorSettings
-from mailfilter.features import AttachmentSummary, CalendarSummary, Features, key64
+from mailfilter.features import (
+    AttachmentSummary,
+    CalendarSummary,
+    Features,
+    key64,
+    word_keys,
+)
 from mailfilter.fingerprint import Fingerprint, message_id_key64
 from mailfilter.identifiers import identifier_hash
 from mailfilter.names import DUPLICATE, NEAR_DUPLICATE, UNIQUE
@@ -20,6 +26,7 @@ from mailfilter.rules.attached_message import AttachedMessageRule
 from mailfilter.rules.attachments import AttachmentsRule
 from mailfilter.rules.calendar import CalendarRule
 from mailfilter.rules.digest import DigestRule
+from mailfilter.rules.edited_copy import EditedCopyRule, changed_words
 from mailfilter.rules.histogram import HistogramRule
 from mailfilter.rules.identifiers import IdentifiersRule
 from mailfilter.rules.message_id import MessageIdRule
@@ -295,6 +302,68 @@ def test_shingles_rule() -> None:
     # One sender domain under another subject needs other_subject_threshold (0.7).
     other_subject = replace(ALICE, subject=key64("minutes"))
     assert ShinglesRule().judge(pair(stored=other_subject, resemblance=0.5)) is None
+
+
+NOTE = ("could you send me the slides from this morning so that i can forward them to "
+        "the team before friday").split()
+
+
+def edited(words: list[str], **features: object) -> Features:
+    return replace(ALICE, words=word_keys(words), **features)
+
+
+def test_edited_copy_rule() -> None:
+    """A short note sent again with a word replaced and one inserted is that note again;
+    another sender's, another subject's, or one more than a word in five apart is not."""
+    rule = EditedCopyRule()
+    again = NOTE[:5] + ["notes"] + NOTE[6:12] + ["please"] + NOTE[12:]
+    new = fingerprint(words=len(again), features=edited(again))
+    decided = rule.judge(pair(new, stored_words=len(NOTE), stored=edited(NOTE)))
+    assert decided is not None and decided.kind is NEAR_DUPLICATE
+    assert decided.measure == "words" and decided.score == pytest.approx(1 - 2 / 21)
+    assert "2 of its 21 words changed" in decided.note
+    assert rule.judge(pair(new, stored_words=len(NOTE),
+                           stored=replace(edited(NOTE), sender=key64("bob@example.org")))) is None
+    assert rule.judge(pair(new, stored_words=len(NOTE),
+                           stored=replace(edited(NOTE), subject=key64("slides")))) is None
+    assert rule.judge(pair(new, stored_words=len(NOTE),
+                           stored=edited(NOTE, thread=(key64("<a@b>"),)))) is None
+    assert rule.judge(pair(new, stored_words=len(NOTE), stored=edited(NOTE, automated=True))) \
+        is None
+    far = ["kindly", "mail", "over", "those", "decks"] + NOTE[5:]    # 5 of 20 words changed
+    new_far = fingerprint(words=len(far), features=edited(far))
+    assert rule.judge(pair(new_far, stored_words=len(NOTE), stored=edited(NOTE))) is None
+    # Under min_words on either side, or the same text: other rules decide.
+    assert rule.judge(pair(new, stored_words=8, stored=edited(NOTE[:8]))) is None
+    assert rule.judge(pair(new, stored_words=len(NOTE), stored=edited(NOTE),
+                           stored_digest=DIGEST)) is None
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("the build is broken again so please hold your commits until i say so today",
+     "the build is not broken again so please hold your commits until i say so today"),
+    ("i can make the meeting at the office on monday and will bring the printed copies",
+     "i can t make the meeting at the office on monday and will bring the printed copies"),
+    ("the meeting is in room 4 on the second floor so please bring the printed copies",
+     "the meeting is in room 5 on the second floor so please bring the printed copies"),
+])
+def test_edited_copy_a_changed_fact_is_another_message(old: str, new: str) -> None:
+    """A negation added or a number changed turns the statement: two messages."""
+    before, after = old.split(), new.split()
+    assert changed_words(word_keys(after), word_keys(before)) is not None   # close in words
+    judged = EditedCopyRule().judge(pair(fingerprint(words=len(after), features=edited(after)),
+                                         stored_words=len(before), stored=edited(before)))
+    assert judged is None
+
+
+def test_changed_words_counts_words_outside_the_common_order() -> None:
+    stored = tuple(range(1, 16))
+    replaced = (1, 2, 99, *range(4, 16))
+    assert changed_words(replaced, stored) == (1, [99, 3])
+    moved = (*range(2, 16), 1)                  # one word moved: out of order once
+    assert changed_words(moved, stored) is not None and changed_words(moved, stored)[0] == 1
+    assert changed_words((7,) * 15, stored) is None                 # nothing in common
+    assert changed_words(stored[:10], stored) is None               # 5 of 15 words gone
 
 
 def test_histogram_rule() -> None:

@@ -344,6 +344,52 @@ def test_a_short_answer_forwarded_to_oneself_is_flagged(settings: Settings,
     assert verdict.kind in ("duplicate", "near-duplicate"), verdict_value(verdict)
 
 
+# -- a short message sent again with its wording corrected --------------------------------
+
+ANSWER = ("Thursday afternoon works for me as well. I will bring the printed checklist and "
+          "ask Dana to join us for the installer part.")
+
+
+def _answer(text: str, *, sender: str = "ann@example.org", number: int = 1) -> bytes:
+    return make_message(ORIGINAL.format(answer=text, name="Ann"), sender=sender,
+                        subject="Re: Release review", message_id=f"<answer{number}@x>",
+                        headers={"In-Reply-To": "<question@example.net>"})
+
+
+SUITS = ("Thursday afternoon suits me as well. I will bring the printed list and ask Dana to "
+         "join us for the whole installer part.")
+
+
+@pytest.mark.parametrize("again", [
+    SUITS,
+    "Thursday evening works for me as well. I will print the checklist and ask Dana to join "
+    "us for the installer tests.",
+], ids=["replaced-deleted-inserted", "replaced-spread"])
+def test_a_short_answer_sent_again_with_words_changed_is_flagged(
+        settings: Settings, tmp_path: Path, again: str) -> None:
+    """Ann sends her 23-word answer again with three or four words changed, spread out:
+    no 5-word shingle needs to survive, the words in order do (rule edited-copy)."""
+    verdict = run(settings, tmp_path, _answer(ANSWER), _answer(again, number=2))
+    assert verdict.kind == "near-duplicate", verdict_value(verdict)
+    assert verdict.decided_by == "edited-copy" and verdict.measure == "words"
+
+
+@pytest.mark.parametrize(("again", "sender"), [
+    (SUITS.replace("I will bring", "I will not bring"), "ann@example.org"),
+    (SUITS.replace("the printed list", "the 2 printed lists"), "ann@example.org"),
+    (SUITS, "bob@example.com"),
+    ("Thursday afternoon is bad for me. I will send the printed checklist instead and ask "
+     "Dana to walk you through the installer part.", "ann@example.org"),
+], ids=["negation", "number", "another-sender", "another-answer"])
+def test_a_short_answer_with_a_fact_changed_stays_unique(
+        settings: Settings, tmp_path: Path, again: str, sender: str) -> None:
+    """The same edits with a negation added or a number changed, the edited words from
+    another person, another answer: two messages."""
+    verdict = run(settings, tmp_path, _answer(ANSWER), _answer(again, sender=sender,
+                                                                number=2))
+    assert verdict.kind == "unique", verdict_value(verdict)
+
+
 # -- data only in the subject ----------------------------------------------------------
 
 SHIPPED = ("Good news: your order is on its way. You can follow the parcel in your "

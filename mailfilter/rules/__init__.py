@@ -18,6 +18,7 @@ from mailfilter.rules.attached_message import AttachedMessageRule
 from mailfilter.rules.attachments import AttachmentsRule
 from mailfilter.rules.calendar import CalendarRule
 from mailfilter.rules.digest import DigestRule
+from mailfilter.rules.edited_copy import EditedCopyRule
 from mailfilter.rules.histogram import HistogramRule
 from mailfilter.rules.identifiers import IdentifiersRule
 from mailfilter.rules.message_id import MessageIdRule
@@ -49,6 +50,7 @@ RULES: tuple[Rule, ...] = (
     ResendRule(),
     ShortTextRule(),
     ShinglesRule(),
+    EditedCopyRule(),
     HistogramRule(),
     SubjectRule(),
 )

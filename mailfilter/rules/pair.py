@@ -35,6 +35,7 @@ class RuleName(StrEnum):
     RESENT_ORIGINAL = "resent-original"
     SHORT_TEXT = "short-text"
     SHINGLES = "shingles"
+    EDITED_COPY = "edited-copy"
     HISTOGRAM = "histogram"
     SUBJECT = "subject"
 
