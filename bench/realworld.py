@@ -53,9 +53,11 @@ must be flagged (every judged message):
 
 More categories in bench/realworld_news.py (the recall issue's situations; must stay unique:
 tracker_status_updates, disclaimer_short_notes, subject_only_data, bulk_notices_with_data,
-own_message_additions, tracker_comments; must be flagged: campaign_copies,
+own_message_additions, tracker_comments, short_fact_changes (a short note sent again with a
+day, time, room, decision or negation changed); must be flagged: campaign_copies,
 note_over_original, resent_under_new_subject, campaign_tracked_copies,
-resend_notes_languages, follow_up_notes).
+resend_notes_languages, follow_up_notes, corrected_resend (the same note with 1-3 words of
+its wording corrected)).
 
 Methods, each with a fresh state per case: dupfilter (``Engine.check`` with recording, LMDB
 in a temporary folder, default settings plus ``--set``; ``detector.aliases`` is set to a

@@ -1607,4 +1607,6 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in (
     Category("follow_up_notes", FLAG, rn.follow_up_notes),
     Category("own_message_additions", UNIQUE, rn.own_message_additions),
     Category("tracker_comments", UNIQUE, rn.tracker_comments),
+    Category("corrected_resend", FLAG, rn.corrected_resend),
+    Category("short_fact_changes", UNIQUE, rn.short_fact_changes),
 )}

@@ -1175,3 +1175,149 @@ def tracker_comments(ctx: rc.Context, count: int) -> list[rc.Case]:
                                           f"{fmt}: {comment}"))
         cases.append(rc.Case(name, i, fmt, deliveries))
     return cases
+
+
+# -- corrected_resend (flag) and short_fact_changes (unique) -------------------------------
+
+# A person's short note (12-40 words) with facts in slots: a day, a time, a room, a
+# decision, and a place where a negation fits.
+_NOTES = (
+    "Hi {first}, could we move the review to {day} at {time}? I will book room {room} and "
+    "send the agenda to the whole team {{neg}}before then.",
+    "{first}, the budget request for the new laptops is {decision}. Please let the "
+    "supplier know and ask them to ship everything to the office by {day}.",
+    "Quick note: the build on the release branch is {{neg}}broken again since this "
+    "morning. Please hold your merges until {day} at {time} while we look into it.",
+    "Hi {first}, I {{neg}}managed to reach the landlord about the heating. He will send "
+    "someone on {day} around {time}, so somebody needs to be in the flat to let them in.",
+    "Thanks {first}. The venue is confirmed for {day} and we can use room {room} from "
+    "{time}. Could you bring the projector and the printed name cards for the guests?",
+    "{first}, your leave request for {day} has been {decision} by the team lead. Please "
+    "update the shared calendar so that the others can plan their own cover.",
+    "Just a heads up that the delivery will {{neg}}arrive on {day} between {time} and noon. "
+    "Could you make sure the loading dock is free and that someone signs for it?",
+)
+_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
+_DECISIONS = ("approved", "rejected", "accepted", "declined", "postponed")
+# Wording a writer corrects when it sends its note again: words replaced by a synonym,
+# a filler word added or dropped.
+_SYNONYMS = {"could": "can", "send": "forward", "whole": "entire", "review": "meeting",
+             "ask": "tell", "bring": "take", "make": "ensure", "shared": "team",
+             "someone": "somebody", "office": "main office", "update": "fix",
+             "Please": "Kindly", "again": "once more", "free": "clear", "plan": "arrange",
+             "guests": "visitors", "look": "dig", "request": "application"}
+_FILLERS = ("also", "just", "really", "please", "now")
+
+
+def _note(rng: random.Random, first: str, template: str, facts: dict[str, str]) -> str:
+    return template.format(first=first, **facts)
+
+
+def _note_facts(rng: random.Random) -> dict[str, str]:
+    return {"day": rng.choice(_DAYS), "time": f"{rng.randint(9, 16)}:{rng.choice(('00', '30'))}",
+            "room": str(rng.randint(2, 12)), "decision": rng.choice(_DECISIONS)}
+
+
+def _reword(rng: random.Random, text: str) -> str:
+    """The same note with 1-3 of its words reworded (a synonym, a filler added or
+    dropped), never a number, a day or a decision."""
+    words = text.split(" ")
+    changes = 0
+    for _ in range(rng.randint(1, 3)):
+        how = rng.choice(("synonym", "synonym", "add", "drop"))
+        if how == "synonym":
+            places = [k for k, w in enumerate(words) if w in _SYNONYMS]
+            if places:
+                k = rng.choice(places)
+                words[k] = _SYNONYMS[words[k]]
+                changes += 1
+        elif how == "add":
+            k = rng.randrange(1, len(words))
+            words.insert(k, rng.choice(_FILLERS))
+            changes += 1
+        else:
+            places = [k for k, w in enumerate(words) if w in _FILLERS]
+            if places:
+                del words[rng.choice(places)]
+                changes += 1
+    if not changes:
+        k = rng.randrange(1, len(words))
+        words.insert(k, rng.choice(_FILLERS))
+    return " ".join(words)
+
+
+def _fact_change(rng: random.Random, template: str, facts: dict[str, str]
+                 ) -> tuple[dict[str, str], str, str]:
+    """Another fact in the same note: (facts, negation, what changed)."""
+    kinds = [k for k in ("day", "time", "room", "decision") if "{" + k + "}" in template]
+    if "{neg}" in template:
+        kinds.append("neg")
+    kind = rng.choice(kinds)
+    changed = dict(facts)
+    if kind == "neg":
+        return changed, "not ", "negation"
+    while changed[kind] == facts[kind]:
+        changed[kind] = _note_facts(rng)[kind]
+    return changed, "", kind
+
+
+def _short_note_case(ctx: rc.Context, name: str, i: int, again: str) -> rc.Case:
+    """A person's short note, fresh or as a reply quoting the recipient's message, and
+    the same person's note again under the same subject and thread: ``again`` is
+    "reworded" (1-3 words of wording corrected: a copy) or "fact" (a day, a time, a
+    room, a decision or a negation changed: another message)."""
+    rng = ctx.rng(name, i)
+    style = ctx.rotate(name, i, ("gmail", "outlook", "apple", "thunderbird", "iphone"))
+    cl = rm.CLIENTS[style]
+    org = rm.make_org(rng)
+    ann = org.people[0]
+    me = rm.make_person(rng, rng.choice((org.domain, rm.make_org(rng).domain)))
+    template = rng.choice(_NOTES)
+    facts = _note_facts(rng)
+    text = _note(rng, me.first, template, facts).replace("{neg}", "")
+    domain = ann.addr.split("@")[1]
+    moment = rm.when(rng)
+    layout = rng.choice(("fresh", "reply"))
+    subject = ctx.pool.subject(rng)
+    original = None
+    if layout == "reply":
+        asked = ctx.pool.words_of_prose(rng, 15, 60)
+        original = rm.Original(me, [ann], moment - dt.timedelta(hours=rng.randint(1, 48)),
+                               subject, f"Hi {ann.first},\n\n{rm.wrap([asked], cl.wrap)}\n\n"
+                               f"{me.first}",
+                               message_id=rm.message_id(rng, "gmail", me.addr.split("@")[1]))
+    if again == "reworded":
+        second, how = _reword(rng, text), "reworded"
+    else:
+        changed, negation, how = _fact_change(rng, template, facts)
+        second = _note(rng, me.first, template, changed).replace("{neg}", negation)
+    sig = rng.choice(("", ann.first, f"Thanks,\n{ann.first}"))
+    deliveries = []
+    for k, note in enumerate((text, second)):
+        if original is not None:
+            plain, html_text = rm.reply_text(style, note, original, rng, sig)
+            body = rm.body_for(cl, rng, plain, html_text)
+            subj, irt = f"Re: {subject}", original.message_id
+        else:
+            body, subj, irt = rc.personal_body(rng, cl, [note], sig=sig), subject, None
+        raw = rc.compose(rng, sender=ann, to=[me], subject=subj,
+                         moment=moment + dt.timedelta(minutes=rng.randint(5, 600) * k),
+                         body=body, mid=rm.message_id(rng, style, domain), rcpt=me.addr,
+                         envelope=ann.addr, client=cl, in_reply_to=irt, references=irt)
+        expect = None if k == 0 else (rc.FLAG if again == "reworded" else rc.UNIQUE)
+        deliveries.append(rc.Delivery(raw, ann.addr, [me.addr], expect, how))
+    return rc.Case(name, i, f"{style}/{layout}/{how}", deliveries)
+
+
+def corrected_resend(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """A short note (12-40 words) sent again by its writer under the same subject and
+    thread with 1-3 words of its wording corrected (a synonym, a filler word added or
+    dropped): the same message again."""
+    return [_short_note_case(ctx, "corrected_resend", i, "reworded") for i in range(count)]
+
+
+def short_fact_changes(ctx: rc.Context, count: int) -> list[rc.Case]:
+    """The same short note sent again by its writer under the same subject and thread
+    with one fact changed — the day, the time, the room, the decision (approved /
+    rejected …) or a negation added: a correction the reader must get."""
+    return [_short_note_case(ctx, "short_fact_changes", i, "fact") for i in range(count)]

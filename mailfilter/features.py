@@ -30,9 +30,10 @@ from mailfilter.values import Value, fill, init
 if TYPE_CHECKING:
     from mailfilter.message import Message
 
-__all__ = ["CALENDAR_TYPES", "EMPTY", "AttachmentSummary", "CalendarSummary", "Features",
-           "is_calendar", "key64", "message_features", "message_id_key64", "name_key",
-           "normal_subject", "registrable_domain", "word_key", "word_keys"]
+__all__ = ["CALENDAR_TYPES", "DIGIT_WORD", "EMPTY", "FACT_WORD", "FACT_WORDS",
+           "AttachmentSummary", "CalendarSummary", "Features", "is_calendar", "key64",
+           "message_features", "message_id_key64", "name_key", "normal_subject",
+           "registrable_domain", "word_key", "word_keys"]
 
 FORMAT_VERSION = 1
 # Attachments smaller than this (signature logos, vCards) never decide anything.
@@ -53,7 +54,29 @@ WORDS_MAX = 40
 # never exceed it, their words given up first.
 ENCODED_MAX = 1024
 DIGIT_WORD = 0x8000     # a word key's top bit: the word holds a digit
+FACT_WORD = 0x4000      # the next bit: the word is one of FACT_WORDS
 _DIGITS = b"0123456789"
+# Words that carry a fact as a number does: a negation ("don't" is read as "don" + "t"),
+# a day or a month, a decision.  Two short notes of one writer that differ in one of
+# them say different things ("the build is broken" / "… is not broken", "Thursday" /
+# "Friday", "approved" / "rejected"): rules/facts.py.  ("may" is no month here: it is
+# a verb first.)
+FACT_WORDS = frozenset((
+    "not", "no", "never", "t", "cannot", "nor", "neither", "none", "nothing", "nobody",
+    "without", "nicht", "kein", "keine", "keinen", "nie", "niemals", "pas", "jamais",
+    "nunca", "niet", "geen", "non", "nein",
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+    "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun",
+    "montag", "dienstag", "mittwoch", "donnerstag", "freitag", "samstag", "sonntag",
+    "lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi", "dimanche",
+    "lunes", "martes", "miércoles", "miercoles", "jueves", "viernes", "sábado", "sabado",
+    "domingo", "today", "tomorrow", "yesterday", "tonight", "heute", "morgen", "gestern",
+    "january", "february", "march", "april", "june", "july", "august", "september",
+    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug",
+    "sep", "sept", "oct", "nov", "dec",
+    "approved", "rejected", "accepted", "declined", "denied", "granted", "postponed",
+    "cancelled", "canceled", "confirmed", "passed", "failed", "yes"))
+_FACT_KEYS = FACT_WORDS | frozenset(word.encode("utf-8") for word in FACT_WORDS)
 _HEAD = struct.Struct(">BBQQQQQQIQQIB")
 _ATTACHMENT = struct.Struct(">QIB")
 _BITS_BYTES = IDENTIFIER_BITS // 8
@@ -63,11 +86,14 @@ CALENDAR_TYPES = ("text/calendar", "application/ics", "text/x-vcalendar")
 def word_key(token: str | bytes) -> int:
     """A word's key: 12 bits of its xxh3 hash (enough to align two texts of 40 words; few
     enough that a stored key stands for one word in 4,096 of a dictionary, so a store does
-    not spell out its short texts), the top bit of 16 set when the word holds a digit (a
-    changed number is a changed fact, never an edit of wording)."""
+    not spell out its short texts), :data:`DIGIT_WORD` set when the word holds a digit and
+    :data:`FACT_WORD` when it is one of :data:`FACT_WORDS` (a changed number, negation,
+    day or decision is a changed fact, never an edit of wording)."""
     data = token if isinstance(token, bytes) else token.encode("utf-8", "surrogatepass")
     key = xxhash.xxh3_64_intdigest(data) & 0x0FFF
-    return key | DIGIT_WORD if len(data.translate(None, _DIGITS)) != len(data) else key
+    if len(data.translate(None, _DIGITS)) != len(data):
+        key |= DIGIT_WORD
+    return key | FACT_WORD if token in _FACT_KEYS else key
 
 
 def word_keys(tokens: Sequence[str] | Sequence[bytes]) -> tuple[int, ...]:
@@ -79,7 +105,8 @@ def word_keys(tokens: Sequence[str] | Sequence[bytes]) -> tuple[int, ...]:
     words = [t if isinstance(t, bytes) else t.encode("utf-8", "surrogatepass")
              for t in tokens]
     hash64 = xxhash.xxh3_64_intdigest
-    keys = [hash64(word) & 0x0FFF for word in words]
+    keys = [hash64(word) & 0x0FFF | (FACT_WORD if word in _FACT_KEYS else 0)
+            for word in words]
     joined = b"".join(words)
     if len(joined.translate(None, _DIGITS)) != len(joined):
         keys = [key | DIGIT_WORD if len(word.translate(None, _DIGITS)) != len(word) else key

@@ -20,6 +20,7 @@ from mailfilter.engine import Engine
 from mailfilter.features import (
     DIGIT_WORD,
     ENCODED_MAX,
+    FACT_WORD,
     MAX_ATTACHMENTS,
     MAX_THREAD_KEYS,
     WORDS_MAX,
@@ -151,6 +152,8 @@ def test_a_short_texts_word_keys_round_trip(stem: int, event: int) -> None:
     order, beside a stem and an event key; older records read as no words."""
     words = word_keys("please send me the slides 2 before friday".split())
     assert len(words) == 8 and words[5] & DIGIT_WORD and not words[4] & DIGIT_WORD
+    assert words[7] & FACT_WORD and not any(key & FACT_WORD for key in words[:7])
+    assert word_keys([b"not", b"friday", b"slides"]) == word_keys(["not", "friday", "slides"])
     features = Features(sender=1, subject=2, subject_stem=stem, event=event, words=words)
     decoded = Features.decode(features.encode())
     assert (decoded.words, decoded.subject_stem, decoded.event) == (words, stem, event)

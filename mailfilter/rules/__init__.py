@@ -19,6 +19,7 @@ from mailfilter.rules.attachments import AttachmentsRule
 from mailfilter.rules.calendar import CalendarRule
 from mailfilter.rules.digest import DigestRule
 from mailfilter.rules.edited_copy import EditedCopyRule
+from mailfilter.rules.facts import FactsRule
 from mailfilter.rules.histogram import HistogramRule
 from mailfilter.rules.identifiers import IdentifiersRule
 from mailfilter.rules.message_id import MessageIdRule
@@ -46,6 +47,7 @@ RULES: tuple[Rule, ...] = (
     AttachmentsRule(),
     ResentOriginalRule(),
     IdentifiersRule(),
+    FactsRule(),
     DigestRule(),
     ResendRule(),
     ShortTextRule(),

@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import ClassVar, Protocol
 
 from mailfilter.config import DetectorSettings
-from mailfilter.features import AttachmentSummary, Features
+from mailfilter.features import DIGIT_WORD, FACT_WORD, WORDS_MAX, AttachmentSummary, Features
 from mailfilter.fingerprint import Fingerprint, message_id_key64
 from mailfilter.identifiers import identifier_difference
 from mailfilter.names import UNIQUE, Kind
@@ -30,6 +30,7 @@ class RuleName(StrEnum):
     NOTIFIER = "notifier"
     ATTACHMENTS = "attachments"
     IDENTIFIERS = "identifiers"
+    FACTS = "facts"
     DIGEST = "digest"
     RESEND = "resend"
     RESENT_ORIGINAL = "resent-original"
@@ -203,6 +204,62 @@ def sender_context(new: Features, stored: Features) -> str | None:
         return "same sender, same subject"
     if new.quoted and new.quoted == stored.quoted:
         return "same sender, same quoted text"
+    return None
+
+
+def changed_words(new: tuple[int, ...], stored: tuple[int, ...]
+                  ) -> tuple[int, list[int]] | None:
+    """The words of either text outside their longest common subsequence (a word
+    replaced counts once on each side), as (edits, those words' keys); None when there
+    are more than one in five of the longer text's words (at least 2 allowed).  Both
+    texts are at most WORDS_MAX words: the table is bounded."""
+    longer = max(len(new), len(stored))
+    allowed = max(2, longer // 5)
+    if abs(len(new) - len(stored)) > allowed or longer > WORDS_MAX:
+        return None
+    columns = len(stored) + 1
+    table = [[0] * columns]
+    for word in new:
+        above = table[-1]
+        row = [0]
+        for j, other in enumerate(stored):
+            row.append(above[j] + 1 if word == other else max(above[j + 1], row[j]))
+        table.append(row)
+    common = table[-1][-1]
+    if longer - common > allowed:
+        return None
+    changed: list[int] = []
+    i, j = len(new), len(stored)
+    while i and j:
+        if new[i - 1] == stored[j - 1]:
+            i, j = i - 1, j - 1
+        elif table[i - 1][j] >= table[i][j - 1]:
+            i -= 1
+            changed.append(new[i])
+        else:
+            j -= 1
+            changed.append(stored[j])
+    changed += new[:i] + stored[:j]
+    return longer - common, changed
+
+
+
+def changed_fact(pair: Pair) -> str | None:
+    """Words for a fact that differs between two short texts otherwise the same (at most
+    one word in five changed, :func:`changed_words`): a changed word that holds a digit,
+    or is a negation, a day, a month or a decision (features.FACT_WORDS).  None when
+    the texts are long, the same, or further apart."""
+    new, stored = pair.new_features.words, pair.stored_features.words
+    if not new or not stored or pair.same_text:
+        return None
+    found = changed_words(new, stored)
+    if found is None:
+        return None
+    changed = found[1]
+    if any(key & DIGIT_WORD for key in changed):
+        return "a number"
+    if any(key & FACT_WORD for key in changed):
+        return "a negation, a day, a month or a decision"
     return None
 
 
