@@ -4,11 +4,13 @@ wording corrected).  Five-word shingles cannot see such a copy (three edits in t
 words can leave no shingle in common), so the two texts are compared word by word (their
 ``Features.words``): at most one word in five changed and the rest in the same order.  A
 changed number, negation, day, month or decision is a changed fact, never wording (rule
-``facts`` decides those first); a program's notices (their next event changes a word)
-and texts under ``min_words`` are left to the other rules."""
+``facts`` decides the words first; a number changed leaves the pair to the others); a
+program's notices (their next event changes a word) and texts under ``min_words`` are
+left to the other rules."""
 
 from __future__ import annotations
 
+from mailfilter.features import DIGIT_WORD
 from mailfilter.names import NEAR_DUPLICATE
 from mailfilter.rules.pair import (
     Judgement,
@@ -37,8 +39,9 @@ class EditedCopyRule:
             return None
         found = changed_words(new.words, stored.words)
         if found is None or changed_fact(pair) is not None \
+                or any(key & DIGIT_WORD for key in found[1]) \
                 or identifier_conflict(pair) is not None:
-            return None
+            return None     # a number changed too is another message, not its wording
         edits = found[0]
         longer = max(len(new.words), len(stored.words))
         context = "same sender, same subject" + (", same thread" if new.thread else "") \

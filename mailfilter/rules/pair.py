@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import ClassVar, Protocol
 
 from mailfilter.config import DetectorSettings
-from mailfilter.features import DIGIT_WORD, FACT_WORD, WORDS_MAX, AttachmentSummary, Features
+from mailfilter.features import FACT_WORD, WORDS_MAX, AttachmentSummary, Features
 from mailfilter.fingerprint import Fingerprint, message_id_key64
 from mailfilter.identifiers import identifier_difference
 from mailfilter.names import UNIQUE, Kind
@@ -245,22 +245,22 @@ def changed_words(new: tuple[int, ...], stored: tuple[int, ...]
 
 
 def changed_fact(pair: Pair) -> str | None:
-    """Words for a fact that differs between two short texts otherwise the same (at most
-    one word in five changed, :func:`changed_words`): a changed word that holds a digit,
-    or is a negation, a day, a month or a decision (features.FACT_WORDS).  None when
-    the texts are long, the same, or further apart."""
-    new, stored = pair.new_features.words, pair.stored_features.words
-    if not new or not stored or pair.same_text:
+    """Words for a fact that differs between two short texts of one sender organisation
+    otherwise the same (at most one word in five changed, :func:`changed_words`): a
+    changed word that is a negation, a day, a month or a decision (features.FACT_WORDS).
+    None when the texts are long, the same, further apart, or from two organisations (a
+    campaign's next wave from other domains with a new deadline is still the campaign, as
+    rule identifiers weighs data).  (Numbers are the identifiers' to weigh: rule
+    identifiers knows a campaign's random number from a template's new data.)"""
+    new_features, stored_features = pair.new_features, pair.stored_features
+    new, stored = new_features.words, stored_features.words
+    if not new or not stored or pair.same_text or not new_features.sender_domain \
+            or new_features.sender_domain != stored_features.sender_domain:
         return None
     found = changed_words(new, stored)
-    if found is None:
+    if found is None or not any(key & FACT_WORD for key in found[1]):
         return None
-    changed = found[1]
-    if any(key & DIGIT_WORD for key in changed):
-        return "a number"
-    if any(key & FACT_WORD for key in changed):
-        return "a negation, a day, a month or a decision"
-    return None
+    return "a negation, a day, a month or a decision"
 
 
 def shared_attachment(new: Features, stored: Features) -> AttachmentSummary | None:
