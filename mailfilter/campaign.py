@@ -204,20 +204,26 @@ def _shape(token: str, bulk: bool = True) -> str:
     twice or more: "G28YEAUU"), "" for neither.  A hexadecimal run under 16 is a commit
     id ("3f9a2c1e7b") outside bulk mail."""
     bare = token.replace("-", "").replace("_", "").lower()
-    digits = sum(c.isdigit() for c in bare)
+    if bare.isascii() and bare.isalnum():   # a text's token: counted in C
+        coded = bare.encode("ascii").translate(_SHAPES)     # letters "a", digits "0"
+        digits = coded.count(b"0")
+        switches = coded.count(b"a0") + coded.count(b"0a")  # neither overlaps itself
+    else:                                   # an address's local part ("ann.lee+x")
+        digits = sum(c.isdigit() for c in bare)
+        switches = _switches(bare)
     if len(bare) < 6 or digits < 2 or len(bare) - digits < 2:
         if digits == 1 and len(bare) >= 8 and token.isupper():
             return _RANDOM      # upper case with one digit: "EK9TWFTWYR", "4TCLWCPDAM"
-        return _CODE if len(bare) >= _CODE_MIN and _switches(bare) >= 2 else ""
+        return _CODE if len(bare) >= _CODE_MIN and switches >= 2 else ""
     if set(bare) <= _HEX and (len(bare) >= 16 or not bulk):
         return _RANDOM if len(bare) >= 16 and len(bare) != 40 else ""
-    switches = _switches(bare)
     if switches == 2 and len(bare) >= 8 and (token.isupper() or len(bare) < len(token)):
         return _RANDOM      # a formatted or upper-case code: "5CDF-NMT3", "G28YEAUU"
     return _RANDOM if switches >= 3 else _CODE if switches == 2 else ""
 
 
 def _switches(bare: str) -> int:
+    """Places where a digit and a non-digit meet."""
     return sum(a.isdigit() != b.isdigit() for a, b in zip(bare, bare[1:], strict=False))
 
 

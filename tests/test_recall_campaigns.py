@@ -696,3 +696,38 @@ def test_a_follow_up_over_a_short_original_with_its_signature_is_a_copy(
         ["priya@example.net"], record=False)
     assert again.kind is Kind.NEAR_DUPLICATE and again.decided_by == "resend-note", \
         verdict_value(again)
+
+
+def test_a_texts_tokens_are_shaped_as_any_token_is() -> None:
+    """A text's tokens (ASCII letters and digits, - and _) are counted in C; the counts
+    and so the shapes are those of the character-by-character reading that an address's
+    local part still gets (a changed shape would change stored fingerprints)."""
+    import random
+    import string
+
+    from mailfilter import campaign
+
+    def reference(token: str, bulk: bool) -> str:
+        bare = token.replace("-", "").replace("_", "").lower()
+        digits = sum(c.isdigit() for c in bare)
+        switches = campaign._switches(bare)
+        if len(bare) < 6 or digits < 2 or len(bare) - digits < 2:
+            if digits == 1 and len(bare) >= 8 and token.isupper():
+                return campaign._RANDOM
+            return campaign._CODE if len(bare) >= campaign._CODE_MIN and switches >= 2 else ""
+        if set(bare) <= campaign._HEX and (len(bare) >= 16 or not bulk):
+            return campaign._RANDOM if len(bare) >= 16 and len(bare) != 40 else ""
+        if switches == 2 and len(bare) >= 8 and (token.isupper() or len(bare) < len(token)):
+            return campaign._RANDOM
+        return campaign._RANDOM if switches >= 3 else campaign._CODE if switches == 2 else ""
+
+    rng = random.Random(7)
+    alphabet = string.ascii_letters + string.digits + "-_"
+    tokens = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24)))
+              for _ in range(20000)] + ["8XK2-99QZ", "G28YEAUU", "a81f3c9e", "x86_64",
+                                        "ann.lee+9x7", "1²3abc45"]
+    shapes = {campaign._shape(token, bulk) for token in tokens for bulk in (True, False)}
+    assert shapes == {campaign._RANDOM, campaign._CODE, ""}     # every shape is drawn
+    for token in tokens:
+        for bulk in (True, False):
+            assert campaign._shape(token, bulk) == reference(token, bulk), token
