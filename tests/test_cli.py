@@ -403,9 +403,13 @@ def test_interrupt_while_checking_passes_the_message_through(tmp_path: Path) -> 
         message = tmp_path / "message"
         message.write_bytes(raw)
         with open(message, "rb") as stdin:
+            # SIGINT as a terminal delivers it, also when this suite runs in the
+            # background (where a shell starts commands with SIGINT ignored).
             proc = subprocess.Popen([DUPFILTER, "--db", f"redis://127.0.0.1:{port}/0",
                                      "--tag"], stdin=stdin, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
+                                    stderr=subprocess.PIPE,
+                                    preexec_fn=lambda: signal.signal(  # noqa: PLW1509
+                                        signal.SIGINT, signal.SIG_DFL))
         silent.settimeout(30)
         connection, _ = silent.accept()
         with connection:
