@@ -1209,10 +1209,6 @@ _SYNONYMS = {"could": "can", "send": "forward", "whole": "entire", "review": "me
 _FILLERS = ("also", "just", "really", "please", "now")
 
 
-def _note(rng: random.Random, first: str, template: str, facts: dict[str, str]) -> str:
-    return template.format(first=first, **facts)
-
-
 def _note_facts(rng: random.Random) -> dict[str, str]:
     return {"day": rng.choice(_DAYS), "time": f"{rng.randint(9, 16)}:{rng.choice(('00', '30'))}",
             "room": str(rng.randint(2, 12)), "decision": rng.choice(_DECISIONS)}
@@ -1274,7 +1270,7 @@ def _short_note_case(ctx: rc.Context, name: str, i: int, again: str) -> rc.Case:
     me = rm.make_person(rng, rng.choice((org.domain, rm.make_org(rng).domain)))
     template = rng.choice(_NOTES)
     facts = _note_facts(rng)
-    text = _note(rng, me.first, template, facts).replace("{neg}", "")
+    text = template.format(first=me.first, **facts).replace("{neg}", "")
     domain = ann.addr.split("@")[1]
     moment = rm.when(rng)
     layout = rng.choice(("fresh", "reply"))
@@ -1290,7 +1286,7 @@ def _short_note_case(ctx: rc.Context, name: str, i: int, again: str) -> rc.Case:
         second, how = _reword(rng, text), "reworded"
     else:
         changed, negation, how = _fact_change(rng, template, facts)
-        second = _note(rng, me.first, template, changed).replace("{neg}", negation)
+        second = template.format(first=me.first, **changed).replace("{neg}", negation)
     sig = rng.choice(("", ann.first, f"Thanks,\n{ann.first}"))
     deliveries = []
     for k, note in enumerate((text, second)):

@@ -24,6 +24,7 @@ from mailfilter.identifiers import (
     subject_stem,
 )
 from mailfilter.normalise import bare_message_id, normal_subject, site_of
+from mailfilter.store import FEATURES_MAX
 from mailfilter.text import words_of
 from mailfilter.values import Value, fill, init
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["CALENDAR_TYPES", "DIGIT_WORD", "EMPTY", "FACT_WORD", "FACT_WORDS",
            "AttachmentSummary", "CalendarSummary", "Features", "is_calendar", "key64",
            "message_features", "message_id_key64", "name_key", "normal_subject",
-           "registrable_domain", "word_key", "word_keys"]
+           "registrable_domain", "word_keys"]
 
 FORMAT_VERSION = 1
 # Attachments smaller than this (signature logos, vCards) never decide anything.
@@ -48,11 +49,9 @@ _NAME_MAX = 59
 # A text of at most this many words keeps its words' keys (Features.words): two short
 # texts of one sender a few words apart are compared word by word (rules/edited_copy.py),
 # where five-word shingles see nothing (three edits in twenty words can leave no shingle in
-# common).  At most 81 bytes; left out when the rest of the features leave no room.
+# common).  At most 81 bytes; left out when the rest of the features leave no room in
+# the store's FEATURES_MAX.
 WORDS_MAX = 40
-# The store's FEATURES_MAX (store/__init__.py, which a test holds equal): the features
-# never exceed it, their words given up first.
-ENCODED_MAX = 1024
 DIGIT_WORD = 0x8000     # a word key's top bit: the word holds a digit
 FACT_WORD = 0x4000      # the next bit: the word is one of FACT_WORDS
 _DIGITS = b"0123456789"
@@ -83,23 +82,14 @@ _BITS_BYTES = IDENTIFIER_BITS // 8
 CALENDAR_TYPES = ("text/calendar", "application/ics", "text/x-vcalendar")
 
 
-def word_key(token: str | bytes) -> int:
-    """A word's key: 12 bits of its xxh3 hash (enough to align two texts of 40 words; few
-    enough that a stored key stands for one word in 4,096 of a dictionary, so a store does
-    not spell out its short texts), :data:`DIGIT_WORD` set when the word holds a digit and
-    :data:`FACT_WORD` when it is one of :data:`FACT_WORDS` (a changed number, negation,
-    day or decision is a changed fact, never an edit of wording)."""
-    data = token if isinstance(token, bytes) else token.encode("utf-8", "surrogatepass")
-    key = xxhash.xxh3_64_intdigest(data) & 0x0FFF
-    if len(data.translate(None, _DIGITS)) != len(data):
-        key |= DIGIT_WORD
-    return key | FACT_WORD if token in _FACT_KEYS else key
-
-
 def word_keys(tokens: Sequence[str] | Sequence[bytes]) -> tuple[int, ...]:
     """The keys of a short text's words in order (:data:`WORDS_MAX` at most; () for a
-    longer text, which the shingles judge): :func:`word_key` of each, the digit test
-    made per word only when the text holds a digit at all."""
+    longer text, which the shingles judge).  A word's key: 12 bits of its xxh3 hash
+    (enough to align two texts of 40 words; few enough that a stored key stands for one
+    word in 4,096 of a dictionary, so a store does not spell out its short texts),
+    :data:`DIGIT_WORD` set when the word holds a digit (tested per word only when the
+    text holds one at all) and :data:`FACT_WORD` when it is one of :data:`FACT_WORDS` (a
+    changed number, negation, day or decision is a changed fact, never wording)."""
     if len(tokens) > WORDS_MAX:
         return ()
     words = [t if isinstance(t, bytes) else t.encode("utf-8", "surrogatepass")
@@ -237,8 +227,8 @@ class Features(Value):
             return b"".join(parts)
         words = self.words[:WORDS_MAX]
         used = sum(map(len, parts)) + 9 + (8 if self.event else 0)
-        if words and used + 1 + 2 * len(words) > ENCODED_MAX:
-            words = ()      # no room: the rest decides more (see WORDS_MAX)
+        if words and used + 1 + 2 * len(words) > FEATURES_MAX:
+            words = ()      # no room in the store's record: the rest decides more
         parts.append(struct.pack(">QB", self.subject_stem, (1 if self.tracker else 0)
                                  | (2 if self.event else 0) | (4 if words else 0)))
         if self.event:

@@ -19,7 +19,6 @@ from helpers import make_message, paragraph_text
 from mailfilter.engine import Engine
 from mailfilter.features import (
     DIGIT_WORD,
-    ENCODED_MAX,
     FACT_WORD,
     MAX_ATTACHMENTS,
     MAX_THREAD_KEYS,
@@ -173,7 +172,6 @@ def test_only_a_short_text_keeps_its_words() -> None:
 def test_word_keys_give_way_when_the_features_are_full() -> None:
     """The largest features with a short text's words still fit the store: the words are
     left out (the rest decides more), and everything else comes back whole."""
-    assert ENCODED_MAX == FEATURES_MAX
     largest = Features(
         sender=2**64 - 1, subject=2**64 - 1, thread=tuple(range(1, 50)),
         identifiers=tuple(range(32)), identifier_bits=b"\xff" * 128,

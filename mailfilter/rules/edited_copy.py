@@ -17,7 +17,6 @@ from mailfilter.rules.pair import (
     Pair,
     RuleName,
     changed_fact,
-    changed_words,
     identifier_conflict,
 )
 
@@ -26,7 +25,8 @@ class EditedCopyRule:
     name = RuleName.EDITED_COPY
     description = ("a short message (min_words to 40 words) sent again by the same sender "
                    "under the same subject, thread and quoted text with at most one word "
-                   "in five changed, no number and no negation among them (near-duplicate)")
+                   "in five changed, no number, negation, day, month or decision among them "
+                   "(near-duplicate)")
 
     def judge(self, pair: Pair) -> Judgement | None:
         new, stored = pair.new_features, pair.stored_features
@@ -37,7 +37,7 @@ class EditedCopyRule:
                 or new.subject != stored.subject or set(new.thread) != set(stored.thread) \
                 or new.quoted != stored.quoted:
             return None
-        found = changed_words(new.words, stored.words)
+        found = pair.word_changes
         if found is None or changed_fact(pair) is not None \
                 or any(key & DIGIT_WORD for key in found[1]) \
                 or identifier_conflict(pair) is not None:

@@ -163,6 +163,15 @@ class Pair(Fields):
                 and self.resemblance >= self.threshold)
 
     @cached_property
+    def word_changes(self) -> tuple[int, list[int]] | None:
+        """:func:`changed_words` of two short texts (both with word keys, not the same
+        text), once for every rule that reads it; None otherwise."""
+        new, stored = self.new_features.words, self.stored_features.words
+        if not new or not stored or self.same_text:
+            return None
+        return changed_words(new, stored)
+
+    @cached_property
     def alike(self) -> bool:
         """The same text, or (both long enough) alike by resemblance or histogram."""
         return self.same_text or (not self.either_short
@@ -243,7 +252,6 @@ def changed_words(new: tuple[int, ...], stored: tuple[int, ...]
     return longer - common, changed
 
 
-
 def changed_fact(pair: Pair) -> str | None:
     """Words for a fact that differs between two short texts of one sender organisation
     otherwise the same (at most one word in five changed, :func:`changed_words`): a
@@ -252,12 +260,10 @@ def changed_fact(pair: Pair) -> str | None:
     campaign's next wave from other domains with a new deadline is still the campaign, as
     rule identifiers weighs data).  (Numbers are the identifiers' to weigh: rule
     identifiers knows a campaign's random number from a template's new data.)"""
-    new_features, stored_features = pair.new_features, pair.stored_features
-    new, stored = new_features.words, stored_features.words
-    if not new or not stored or pair.same_text or not new_features.sender_domain \
-            or new_features.sender_domain != stored_features.sender_domain:
+    new, stored = pair.new_features, pair.stored_features
+    if not new.sender_domain or new.sender_domain != stored.sender_domain:
         return None
-    found = changed_words(new, stored)
+    found = pair.word_changes
     if found is None or not any(key & FACT_WORD for key in found[1]):
         return None
     return "a negation, a day, a month or a decision"
