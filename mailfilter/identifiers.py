@@ -16,6 +16,7 @@ one newsletter.  Pure functions, no I/O.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import filterfalse
 
@@ -221,18 +222,23 @@ def subject_stem(subject: str) -> str:
     mass mail (``_BARE_TOKEN``, up to three: "… [qmpyq] 67983"), labelled ones kept: what
     two copies of one campaign share whoever sent them (features.py keys it)."""
     for _ in range(3):
-        stem = _without_campaign_token(_PADDED_COUNTER.sub("", subject), True).rstrip()
+        stem = _without_end_tokens(subject, True).rstrip()
         if stem == subject:
             break
         subject = stem
     return subject
 
 
-def _without_campaign_token(subject: str, mass_mail: bool = False,
-                            lure: bool = False) -> str:
-    """``subject`` without a campaign token at its end (see ``_CAMPAIGN_TOKEN``; in mass
-    mail also ``_BARE_TOKEN``), unless a label word stands before it (``lure``: a mass
-    mail's reply prefix without a thread, where a label names nothing)."""
+def _without_end_tokens(subject: str, mass_mail: bool = False, lure: bool = False) -> str:
+    """``subject`` without a padded counter (``_PADDED_COUNTER``), then without a campaign
+    token at its end (see ``_CAMPAIGN_TOKEN``; in mass mail also ``_BARE_TOKEN``), unless a
+    label word stands before it (``lure``: a mass mail's reply prefix without a thread,
+    where a label names nothing).  Each of these has a digit in the subject's first or
+    last word: without one there, the patterns (tried along the whole subject) are not."""
+    words = subject.split()
+    if not words or (DIGIT.search(words[0]) is None and DIGIT.search(words[-1]) is None):
+        return subject
+    subject = _PADDED_COUNTER.sub("", subject)
     match = _CAMPAIGN_TOKEN.search(subject)
     if match is None and mass_mail:
         match = _BARE_TOKEN.search(subject)
@@ -266,8 +272,7 @@ def identifiers(text: str, subject: str = "",
     from_subject = 0
     if subject:
         if DIGIT.search(subject):      # a padded counter or campaign token has a digit
-            subject = _without_campaign_token(_PADDED_COUNTER.sub("", subject), mass_mail,
-                                              lure)
+            subject = _without_end_tokens(subject, mass_mail, lure)
         if "[" in subject or ":" in subject:        # every tag and prefix has one
             subject = _SUBJECT_TAGS.sub(" ", subject)
     for from_text, (source, known) in enumerate(((subject, None), (text, words))):
@@ -296,16 +301,18 @@ def _numbered(found: list[str], from_subject: int) -> list[str]:
     another subject ("Last chance: …") holds the same data."""
     if len(set(found)) == len(found):
         return found                    # no value occurs again (a set: one C loop)
-    text_counts: dict[str, int] = {}
-    for value in found[from_subject:]:
-        text_counts[value] = text_counts.get(value, 0) + 1
-    numbered = []
-    for start, end, skip in ((0, from_subject, text_counts), (from_subject, len(found), {})):
-        counts: dict[str, int] = {}
-        for value in found[start:end]:
+    numbered: list[str] = []
+    counts: dict[str, int] = {}
+    if from_subject:
+        text_counts = Counter(found[from_subject:])      # (counted in C)
+        for value in found[:from_subject]:
             counts[value] = count = counts.get(value, 0) + 1
-            if count > skip.get(value, 0):
+            if count > text_counts[value]:
                 numbered.append(value if count == 1 else f"{value}#{count}")
+        counts = {}
+    for value in found[from_subject:]:
+        counts[value] = count = counts.get(value, 0) + 1
+        numbered.append(value if count == 1 else f"{value}#{count}")
     return numbered
 
 

@@ -731,3 +731,64 @@ def test_a_texts_tokens_are_shaped_as_any_token_is() -> None:
     for token in tokens:
         for bulk in (True, False):
             assert campaign._shape(token, bulk) == reference(token, bulk), token
+
+
+def _random_texts(count: int, seed: int) -> list[str]:
+    """Texts drawn from the pieces that decide a token's or a code's reading: labels,
+    codes, separators, blanks, line breaks, characters beyond ASCII."""
+    import random
+
+    pieces = ["ABCDE", "FGHIJKLMNOPQ", "ABCDEFGHIJKLM", "Order: ", "order", "ORDER ",
+              "code: ", "Ref: ", "Ticket#", "Bestellnummer: ", "Kundennummer ", "PİN: ",
+              "caſe ", "Réservation: ", "número de seguimiento ", "xorder ", "8XK2-99QZ",
+              "5CDF-NMT3", "X7K2PQ", "EK9TWFTWYR", "a81f3c9e0b1d2e3f4", "a1b2c3", "-a9",
+              "9-", "é9", "12", "1", "ab", "AB", "x", "é", "-", "_", "@x.com", "/p", "\n",
+              "\r\n", " ", "\t", ":", "#", ".", ",", ";", ")"]
+    rng = random.Random(seed)
+    return ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 16)))
+            for _ in range(count)]
+
+
+def test_a_texts_tokens_and_codes_are_found_as_a_plain_reading_finds_them() -> None:
+    """The tokens where a letter meets a digit, the runs of capitals after a colon, and
+    the label words before them are found with byte translations and patterns that skip
+    to a digit or to five capitals (campaign.py); they are the ones a plain reading of
+    the text finds (a token found differently would change stored fingerprints)."""
+    import re
+
+    from mailfilter import campaign
+
+    def tokens(text: str) -> list[tuple[int, int]]:
+        found = []
+        for run in re.finditer(r"[A-Za-z0-9_-]+", text):
+            if re.search(r"[A-Za-z][0-9]|[0-9][A-Za-z]", run.group()):
+                start, end = run.span()
+                while text[start] in "-_":
+                    start += 1
+                while text[end - 1] in "-_":
+                    end -= 1
+                if campaign._CODE_MIN <= end - start <= campaign._TOKEN_MAX:
+                    found.append((start, end))
+        return found
+
+    def capitals(text: str) -> list[tuple[int, int]]:
+        found = []
+        for run in re.finditer(r"(?<![A-Za-z0-9])[A-Z]{5,12}(?![A-Za-z0-9])", text):
+            before = text[:run.start()].rstrip(" \t")
+            after = text[run.end():].lstrip(" \t")
+            if (not before or before[-1] in ":#\n") and (not after or after[0] in ".,;)\n"):
+                found.append(run.span())
+        return found
+
+    for label in (campaign._DATA_LABEL, campaign._OWN_DATA_LABEL):
+        case_blind = re.compile(label._lower.source, re.IGNORECASE)
+        for text in _random_texts(4000, 11):
+            encoded = text.encode("ascii", "replace")
+            assert list(campaign._tokens_with_switches(encoded)) == tokens(text), text
+            assert campaign._letter_codes(text, encoded, label) == [
+                text[start:end].lower() for start, end in capitals(text)
+                if campaign._labelled(text, start, label)], text
+            for start in range(0, len(text), 3):
+                for end in (start, start + 5, len(text)):
+                    assert label.names(text, start, end) == (
+                        case_blind.search(text, start, end) is not None), (text, start, end)
