@@ -30,6 +30,11 @@ _ESP_PREFIXES = ("x-mailgun-", "x-sg-", "x-mc-", "x-mailchimp", "x-campaign", "x
 _TRACKER_PREFIXES = ("x-github-", "x-gitlab-", "x-bugzilla-", "x-jira-", "x-redmine-",
                      "x-gerrit-", "x-phabricator-", "x-launchpad-")
 _NOTIFIER_PREFIXES = (*_TRACKER_PREFIXES, "x-cron-env")
+# A field name (after a line break, in the names joined by line breaks) of a tracker (1),
+# cron (2) or an ESP (3): "\nx-" first, a literal the regex engine skips to.
+_KIND_OF_NAME = Pattern("\nx-(?:({})|(cron-env)|({}))".format(
+    *("|".join(re.escape(prefix.removeprefix("x-")) for prefix in prefixes)
+      for prefixes in (_TRACKER_PREFIXES, _ESP_PREFIXES))))
 # A token of letters and digits, maybe in groups joined by - or _, is found where a digit
 # meets a letter, then read whole from its start: a byte translation makes every ASCII
 # letter "a", every digit "0", "-" and "_" "-", all else a space, and a pattern that
@@ -39,16 +44,18 @@ _NOTIFIER_PREFIXES = (*_TRACKER_PREFIXES, "x-cron-env")
 _SHAPES = bytes(ord("a") if chr(byte).isascii() and chr(byte).isalpha()
                 else ord("0") if chr(byte).isdigit() and byte < 128
                 else ord("-") if chr(byte) in "-_" else ord(" ") for byte in range(256))
-_SWITCH = Pattern(rb"0(?:(?=a)|(?<=a0))")
+# ... and only in a run of five characters or more (runs of letters, digits and - or _):
+# a shorter token is none of these, and URL-escaped text ("%AC%EC%F7…") holds thousands.
+_SWITCH = Pattern(rb"0(?:(?=a)|(?<=a0))(?:(?<=[-a0]{5})|(?<=[-a0]{4})(?=[-a0])"
+                  rb"|(?<=[-a0]{3})(?=[-a0]{2})|(?<=[-a0]{2})(?=[-a0]{3})|(?=[-a0]{4}))")
 
 
-def _tokens_with_switches(encoded: bytes) -> Iterator[tuple[int, int]]:
-    """(start, end) of each token of ``encoded`` (a text as ASCII, one byte a character,
-    "?" for each beyond) of ``_CODE_MIN`` to ``_TOKEN_MAX`` characters in which a letter
-    meets a digit, in order."""
-    coded = encoded.translate(_SHAPES)
+def _tokens_with_switches(coded: bytes, found: re.Match[bytes] | None
+                          ) -> Iterator[tuple[int, int]]:
+    """(start, end) of each token of ``coded`` (a text translated by ``_SHAPES``) of
+    ``_CODE_MIN`` to ``_TOKEN_MAX`` characters in which a letter meets a digit, in order,
+    from the one of ``found`` (``_SWITCH``'s first match) on."""
     search = _SWITCH.get().search
-    found = search(coded)
     while found is not None:        # (each token read once, from its first switch on)
         at = found.start()
         start = coded.rfind(b" ", 0, at) + 1
@@ -104,6 +111,7 @@ _OWN_DATA_LABEL = _Label(
     r"|suivi|seguimiento)\b")
 _LABEL_REACH = 40       # characters before a token on its line where a label names it
 _HEX = frozenset("0123456789abcdef")
+_HEX_OR_SEPARATOR = _HEX | frozenset("-_")
 # A labelled code of at least this many characters counts whole ("G28YEAUU" as such).
 _CODE_MIN = 5
 # Longer runs are no campaign's id (a UUID has 36 characters): base64, PGP armour.
@@ -130,13 +138,14 @@ class Sending(Value):
 def sending(headers: Mapping[str, str]) -> Sending:
     """How the message with these header fields (lower-case names) was sent."""
     tracker = cron = esp = False
-    for name in headers:
-        if name.startswith("x-"):
-            if name.startswith(_TRACKER_PREFIXES):
+    names = "\n" + "\n".join(headers)
+    if "\nx-" in names:         # (one pattern over the names, not three tests a field)
+        for kind in _KIND_OF_NAME.get().finditer(names):
+            if kind.lastindex == 1:
                 tracker = True
-            elif name.startswith("x-cron-env"):
+            elif kind.lastindex == 2:
                 cron = True
-            elif name.startswith(_ESP_PREFIXES):
+            else:
                 esp = True
     submitted = headers.get("auto-submitted", "").strip().lower()
     notifier = tracker or cron or (bool(submitted) and submitted != "no")
@@ -213,26 +222,30 @@ def is_mass_mail(sent: Sending, text: Prepared, sender: str | None) -> bool:
 _RANDOM, _CODE = "random", "code"
 
 
-def _shape(token: str, bulk: bool = True) -> str:
+def _shape(token: str, bulk: bool = True, coded: bytes | None = None) -> str:
     """:data:`_RANDOM` for a campaign's token (see :func:`random_looking`), :data:`_CODE`
     for one that is a code only when a label names it (letters and digits switching
     twice or more: "G28YEAUU"), "" for neither.  A hexadecimal run under 16 is a commit
-    id ("3f9a2c1e7b") outside bulk mail."""
-    bare = token.replace("-", "").replace("_", "").lower()
-    if bare.isascii() and bare.isalnum():   # a text's token: counted in C
-        coded = bare.encode("ascii").translate(_SHAPES)     # letters "a", digits "0"
-        digits = coded.count(b"0")
+    id ("3f9a2c1e7b") outside bulk mail.  ``coded``: a text's token as ``_SHAPES``
+    translated it, when the caller has it."""
+    if coded is None:
+        bare = token.replace("-", "").replace("_", "")
+        if bare.isascii() and bare.isalnum():
+            coded = bare.encode("ascii").translate(_SHAPES)
+    if coded is not None:                   # a text's token: counted in C
+        coded = coded.replace(b"-", b"")    # letters "a", digits "0"
+        size, digits = len(coded), coded.count(b"0")
         switches = coded.count(b"a0") + coded.count(b"0a")  # neither overlaps itself
     else:                                   # an address's local part ("ann.lee+x")
-        digits = sum(c.isdigit() for c in bare)
-        switches = _switches(bare)
-    if len(bare) < 6 or digits < 2 or len(bare) - digits < 2:
-        if digits == 1 and len(bare) >= 8 and token.isupper():
+        bare = bare.lower()
+        size, digits, switches = len(bare), sum(c.isdigit() for c in bare), _switches(bare)
+    if size < 6 or digits < 2 or size - digits < 2:
+        if digits == 1 and size >= 8 and token.isupper():
             return _RANDOM      # upper case with one digit: "EK9TWFTWYR", "4TCLWCPDAM"
-        return _CODE if len(bare) >= _CODE_MIN and switches >= 2 else ""
-    if set(bare) <= _HEX and (len(bare) >= 16 or not bulk):
-        return _RANDOM if len(bare) >= 16 and len(bare) != 40 else ""
-    if switches == 2 and len(bare) >= 8 and (token.isupper() or len(bare) < len(token)):
+        return _CODE if size >= _CODE_MIN and switches >= 2 else ""
+    if (size >= 16 or not bulk) and set(token.lower()) <= _HEX_OR_SEPARATOR:
+        return _RANDOM if size >= 16 and size != 40 else ""
+    if switches == 2 and size >= 8 and (token.isupper() or size < len(token)):
         return _RANDOM      # a formatted or upper-case code: "5CDF-NMT3", "G28YEAUU"
     return _RANDOM if switches >= 3 else _CODE if switches == 2 else ""
 
@@ -288,18 +301,23 @@ def subject_without_tokens(subject: str) -> tuple[str, tuple[str, ...]]:
 def _masked(text: str, bulk: bool) -> tuple[str | None, tuple[str, ...]]:
     """(``text`` with its random-looking tokens replaced, None when there is none; the
     labelled codes)."""
+    encoded = text.encode("ascii", "replace")       # offsets stay those of text
+    coded, classes = encoded.translate(_SHAPES), encoded.translate(_CLASSES)
+    switch = _SWITCH.get().search(coded)
+    capitals = _CAPITALS_RUN.get().search(classes)
+    if switch is None and capitals is None:
+        return None, ()                 # (most texts and subjects: two searches in C)
     label = _DATA_LABEL if bulk else _OWN_DATA_LABEL
     pieces: list[str] = []
     codes: list[str] = []
     kept = 0                # the text kept up to there
-    encoded = text.encode("ascii", "replace")       # offsets stay those of text
-    for start, end in _tokens_with_switches(encoded):
+    for start, end in _tokens_with_switches(coded, switch):
         token = text[start:end]
         # Not a part of an address, a path or a host name (nor a blob: _TOKEN_MAX).
         if (start and text[start - 1] in ".@/") or text.startswith(("@", "/"), end) \
                 or (text.startswith(".", end) and text[end + 1:end + 2].isalnum()):
             continue
-        shape = _shape(token, bulk)
+        shape = _shape(token, bulk, coded[start:end])
         if not shape:
             continue
         if _labelled(text, start, label):
@@ -309,7 +327,8 @@ def _masked(text: str, bulk: bool) -> tuple[str | None, tuple[str, ...]]:
             pieces.append(text[kept:start])
             pieces.append(PLACEHOLDER)
             kept = end
-    codes.extend(_letter_codes(text, encoded, label))
+    if capitals is not None:
+        codes.extend(_letter_codes(text, classes, capitals, label))
     if not pieces:
         return None, tuple(codes)
     pieces.append(text[kept:])
@@ -337,19 +356,21 @@ _CLASSES = bytes(ord(_class(byte)) for byte in range(256))
 _CAPITALS_RUN = Pattern(rb"(AAAAA(?<![Aa]AAAAA)A{0,7}+) *+(?:[.N]|\Z)")
 
 
-def _letter_codes(text: str, encoded: bytes, label: _Label) -> list[str]:
+def _letter_codes(text: str, classes: bytes, run: re.Match[bytes] | None,
+                  label: _Label) -> list[str]:
     """Codes of 5 to 12 capital letters alone, lower case ("Order: ZFWJJVPB", "Booking
     reference: YNTGSQRV", or alone on the line under such a label): after a colon or #
     or alone on their line, and only when a label names them (no digit, so
-    :func:`_tokens_with_switches` does not find them).  ``encoded``: ``text`` as ASCII,
-    one byte a character."""
-    coded = encoded.translate(_CLASSES)
+    :func:`_tokens_with_switches` does not find them).  ``classes``: ``text`` translated
+    by ``_CLASSES``; ``run``: ``_CAPITALS_RUN``'s first match in it."""
+    search = _CAPITALS_RUN.get().search
     found: list[str] = []
-    for run in _CAPITALS_RUN.get().finditer(coded):
+    while run is not None:
         at, end = run.span(1)
         before = at - 1
-        while before >= 0 and coded[before] == 32:         # " "
+        while before >= 0 and classes[before] == 32:       # " "
             before -= 1
-        if (before < 0 or coded[before] in b"PN") and _labelled(text, at, label):
+        if (before < 0 or classes[before] in b"PN") and _labelled(text, at, label):
             found.append(text[at:end].lower())
+        run = search(classes, run.end())
     return found

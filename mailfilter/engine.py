@@ -19,7 +19,7 @@ from mailfilter.detector import UNIQUE, Detector, Recording, Verdict
 from mailfilter.message import first_look, parse
 from mailfilter.policy import compile_rules, first_match
 from mailfilter.store import Store, StoreError, open_store
-from mailfilter.values import Value, init, replace
+from mailfilter.values import Value, fill, init, replace
 
 if TYPE_CHECKING:       # the writer thread (and concurrent.futures) only for daemons and batches
     from concurrent.futures import Future
@@ -114,8 +114,7 @@ class Analysis(Value):
 
     def __init__(self, message_id: str | None, fingerprint: fingerprints.Fingerprint,
                  defects: tuple[str, ...], headers: tuple[tuple[str, str], ...] = ()) -> None:
-        init(self, message_id=message_id, fingerprint=fingerprint, defects=defects,
-             headers=headers)
+        fill(self, message_id, fingerprint, defects, headers)     # (one for every message)
 
 
 def analyse(raw: bytes, settings: FingerprintSettings, *, keep_headers: bool = True,

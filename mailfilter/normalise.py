@@ -413,9 +413,11 @@ def is_follow_up_note(text: str) -> bool:
     # A line break before a lower-case letter is a client's hard wrap inside a sentence
     # ("Could you let me know by Friday\nwhether this works"), not its end.
     lowered = _WRAPPED.get().sub(" ", text).lower()
-    if _ADDITION.get().search(lowered):
-        return False
     follow_up, courtesy = _FOLLOW_UP.get(), _COURTESY.get()
+    # (A sentence that follows up is one in the whole text too: its edges are delimiters,
+    # no word characters.  Most texts hold none: one search, not one a sentence.)
+    if follow_up.search(lowered) is None or _ADDITION.get().search(lowered):
+        return False
     said = False
     for sentence in _SENTENCES.get().findall(lowered):
         if follow_up.search(sentence):

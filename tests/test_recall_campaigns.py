@@ -784,8 +784,12 @@ def test_a_texts_tokens_and_codes_are_found_as_a_plain_reading_finds_them() -> N
         case_blind = re.compile(label._lower.source, re.IGNORECASE)
         for text in _random_texts(4000, 11):
             encoded = text.encode("ascii", "replace")
-            assert list(campaign._tokens_with_switches(encoded)) == tokens(text), text
-            assert campaign._letter_codes(text, encoded, label) == [
+            coded, classes = (encoded.translate(campaign._SHAPES),
+                              encoded.translate(campaign._CLASSES))
+            assert list(campaign._tokens_with_switches(
+                coded, campaign._SWITCH.get().search(coded))) == tokens(text), text
+            assert campaign._letter_codes(
+                text, classes, campaign._CAPITALS_RUN.get().search(classes), label) == [
                 text[start:end].lower() for start, end in capitals(text)
                 if campaign._labelled(text, start, label)], text
             for start in range(0, len(text), 3):
