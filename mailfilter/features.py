@@ -92,11 +92,12 @@ def word_keys(tokens: Sequence[str] | Sequence[bytes]) -> tuple[int, ...]:
     changed number, negation, day or decision is a changed fact, never wording)."""
     if len(tokens) > WORDS_MAX:
         return ()
-    words = [t if isinstance(t, bytes) else t.encode("utf-8", "surrogatepass")
-             for t in tokens]
-    hash64 = xxhash.xxh3_64_intdigest
-    keys = [hash64(word) & 0x0FFF | (FACT_WORD if word in _FACT_KEYS else 0)
-            for word in words]
+    words: Sequence[bytes] = tokens if not tokens or isinstance(tokens[0], bytes) \
+        else [token.encode("utf-8", "surrogatepass") for token in tokens]  # type: ignore[union-attr]
+    keys = [key & 0x0FFF for key in map(xxhash.xxh3_64_intdigest, words)]
+    if not _FACT_KEYS.isdisjoint(words):        # (most texts hold none: one C loop)
+        keys = [key | FACT_WORD if word in _FACT_KEYS else key
+                for key, word in zip(keys, words, strict=True)]
     joined = b"".join(words)
     if len(joined.translate(None, _DIGITS)) != len(joined):
         keys = [key | DIGIT_WORD if len(word.translate(None, _DIGITS)) != len(word) else key

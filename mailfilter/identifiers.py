@@ -238,8 +238,18 @@ def _without_end_tokens(subject: str, mass_mail: bool = False, lure: bool = Fals
     words = subject.split()
     if not words or (DIGIT.search(words[0]) is None and DIGIT.search(words[-1]) is None):
         return subject
-    subject = _PADDED_COUNTER.sub("", subject)
-    match = _CAMPAIGN_TOKEN.search(subject)
+    if "  " in subject or "\t" in subject:       # (a padded counter's three blanks)
+        padded = _PADDED_COUNTER.sub("", subject)
+        if padded != subject:
+            subject, words = padded, padded.split()
+            if not words:
+                return subject
+    # A campaign token follows the end of a sentence ("!! 13986"), or is the last word
+    # of 5 to 24 letters and digits: without either, its pattern is not tried.
+    last = words[-1]
+    match = _CAMPAIGN_TOKEN.search(subject) \
+        if (len(words) > 1 and words[-2][-1] in "!?.") \
+        or (5 <= len(last) <= 24 and last.isascii() and last.isalnum()) else None
     if match is None and mass_mail:
         match = _BARE_TOKEN.search(subject)
         token = match.group(2) if match else ""
