@@ -26,10 +26,9 @@ PLACEHOLDER = "token"
 _ESP_PREFIXES = ("x-mailgun-", "x-sg-", "x-mc-", "x-mailchimp", "x-campaign", "x-sfmc",
                  "x-marketo", "x-ems", "x-mailjet", "x-sendinblue", "x-mailer-recptid",
                  "x-listmember", "x-rpcampaign", "x-csa-complaints", "x-job")
-# ... and those of trackers and programs, whose ids are data.
+# ... and those of trackers, whose ids are data (cron's X-Cron-Env: _KIND_OF_NAME).
 _TRACKER_PREFIXES = ("x-github-", "x-gitlab-", "x-bugzilla-", "x-jira-", "x-redmine-",
                      "x-gerrit-", "x-phabricator-", "x-launchpad-")
-_NOTIFIER_PREFIXES = (*_TRACKER_PREFIXES, "x-cron-env")
 # A field name (after a line break, in the names joined by line breaks) of a tracker (1),
 # cron (2) or an ESP (3): "\nx-" first, a literal the regex engine skips to.
 _KIND_OF_NAME = Pattern("\nx-(?:({})|(cron-env)|({}))".format(
