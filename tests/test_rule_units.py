@@ -6,12 +6,14 @@ end through real stores.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
 from mailfilter.config import DetectorSettings
 from mailfilter.features import (
+    WORDS_MAX,
     AttachmentSummary,
     CalendarSummary,
     Features,
@@ -406,6 +408,65 @@ def test_changed_words_counts_words_outside_the_common_order() -> None:
     assert changed_words((7,) * 15, stored) is None                 # nothing in common
     assert changed_words(stored[:10], stored) is None               # 5 of 15 words gone
 
+
+
+def _changed_words_cell_by_cell(new: tuple[int, ...], stored: tuple[int, ...]
+                                ) -> tuple[int, list[int]] | None:
+    """The longest-common-subsequence table filled one cell at a time and walked back,
+    preferring to step up on a tie: the plain reading changed_words must agree with."""
+    longer = max(len(new), len(stored))
+    allowed = max(2, longer // 5)
+    if abs(len(new) - len(stored)) > allowed or longer > WORDS_MAX:
+        return None
+    table = [[0] * (len(stored) + 1)]
+    for word in new:
+        above, row = table[-1], [0]
+        for j, other in enumerate(stored):
+            row.append(above[j] + 1 if word == other else max(above[j + 1], row[j]))
+        table.append(row)
+    common = table[-1][-1]
+    if longer - common > allowed:
+        return None
+    changed: list[int] = []
+    i, j = len(new), len(stored)
+    while i and j:
+        if new[i - 1] == stored[j - 1]:
+            i, j = i - 1, j - 1
+        elif table[i - 1][j] >= table[i][j - 1]:
+            i -= 1
+            changed.append(new[i])
+        else:
+            j -= 1
+            changed.append(stored[j])
+    return longer - common, changed + list(new[:i] + stored[:j])
+
+
+def test_changed_words_names_the_words_a_cell_by_cell_table_names() -> None:
+    """The same edits and the same changed words, in the same order, as the plain table
+    gives: texts edited a few words at a time and unrelated ones, with few distinct words
+    (many ties between paths) and many, up to WORDS_MAX words and none."""
+    rng = random.Random(21)
+    close = 0
+    for _ in range(20_000):
+        vocabulary = rng.choice((2, 3, 5, 10, 1000))
+        new = [rng.randrange(vocabulary) for _ in range(rng.randrange(WORDS_MAX + 1))]
+        if rng.random() < 0.6:
+            stored = list(new)
+            for _ in range(rng.randrange(6)):
+                edit = rng.random()
+                if edit < 0.4 and stored:
+                    stored[rng.randrange(len(stored))] = rng.randrange(vocabulary)
+                elif edit < 0.7 and stored:
+                    del stored[rng.randrange(len(stored))]
+                else:
+                    stored.insert(rng.randrange(len(stored) + 1), rng.randrange(vocabulary))
+            stored = stored[:WORDS_MAX]
+        else:
+            stored = [rng.randrange(vocabulary) for _ in range(rng.randrange(WORDS_MAX + 1))]
+        expected = _changed_words_cell_by_cell(tuple(new), tuple(stored))
+        assert changed_words(tuple(new), tuple(stored)) == expected, (new, stored)
+        close += expected is not None
+    assert close > 5_000        # most edited pairs are within one word in five
 
 def test_histogram_rule() -> None:
     near = dict(histogram_positions=1, histogram_sum_distance=2)

@@ -221,20 +221,28 @@ def changed_words(new: tuple[int, ...], stored: tuple[int, ...]
     """The words of either text outside their longest common subsequence (a word
     replaced counts once on each side), as (edits, those words' keys); None when there
     are more than one in five of the longer text's words (at least 2 allowed).  Both
-    texts are at most WORDS_MAX words: the table is bounded."""
+    texts are at most WORDS_MAX words: the table is bounded.
+
+    The table is kept one row an integer, bit j set where the common length does not
+    grow at column j + 1 (Hyyrö's bit-parallel form): a row is four integer operations,
+    not a Python step for each of its cells, and a cell is read back, for the walk that
+    names the changed words, by counting bits.  The walk takes the same path through the
+    same table as a cell-by-cell one would (tests/test_rule_units.py holds them equal)."""
     longer = max(len(new), len(stored))
     allowed = max(2, longer // 5)
     if abs(len(new) - len(stored)) > allowed or longer > WORDS_MAX:
         return None
-    columns = len(stored) + 1
-    table = [[0] * columns]
+    full = (1 << len(stored)) - 1
+    matches: dict[int, int] = {}
+    for j, word in enumerate(stored):
+        matches[word] = matches.get(word, 0) | 1 << j
+    rows = [full]                       # row 0: no word of ``new``, nothing in common
+    row = full
     for word in new:
-        above = table[-1]
-        row = [0]
-        for j, other in enumerate(stored):
-            row.append(above[j] + 1 if word == other else max(above[j + 1], row[j]))
-        table.append(row)
-    common = table[-1][-1]
+        match = row & matches.get(word, 0)
+        row = ((row + match) | (row - match)) & full
+        rows.append(row)
+    common = len(stored) - row.bit_count()
     if longer - common > allowed:
         return None
     changed: list[int] = []
@@ -242,7 +250,9 @@ def changed_words(new: tuple[int, ...], stored: tuple[int, ...]
     while i and j:
         if new[i - 1] == stored[j - 1]:
             i, j = i - 1, j - 1
-        elif table[i - 1][j] >= table[i][j - 1]:
+        # table[i - 1][j] >= table[i][j - 1], each cell the zero bits below its column
+        elif j - (rows[i - 1] & ((1 << j) - 1)).bit_count() >= \
+                j - 1 - (rows[i] & ((1 << (j - 1)) - 1)).bit_count():
             i -= 1
             changed.append(new[i])
         else:
