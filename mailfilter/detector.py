@@ -446,9 +446,9 @@ class Detector:
         if new_set.isdisjoint(stored):
             return 0.0, 0.0
         if boilerplate:
-            stored_rest = [h for h in stored if h not in boilerplate]
-            new_rest = [h for h in new if h not in boilerplate]
-            if len(set(stored_rest) | set(new_rest)) >= _MIN_RESIDUAL:
+            stored_rest = set(stored).difference(boilerplate)     # (sketches hold no
+            new_rest = new_set.difference(boilerplate)              # hash twice)
+            if len(stored_rest | new_rest) >= _MIN_RESIDUAL:
                 return sketch_comparison(stored_rest, new_rest, self.sketch_size)
         return sketch_comparison(stored, new, self.sketch_size)
 

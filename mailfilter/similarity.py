@@ -70,15 +70,16 @@ def sketch_comparison(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int
     A's sampled hashes also in B estimates |A∩B| / |A|.
     """
     set_a, set_b = set(sketch_a), set(sketch_b)
-    union = sorted(set_a | set_b)
+    union = set_a | set_b
     if not union:
         return 0.0, 0.0
-    sample_size = min(k, len(union))
-    largest = union[sample_size - 1]           # the sample is every hash up to this one
-    both = sum(1 for value in set_a & set_b if value <= largest)
-    of_a = sum(1 for value in set_a if value <= largest) if sample_size < len(union) \
-        else len(set_a)
-    return both / sample_size, (both / of_a if of_a else 0.0)
+    if len(union) <= k:                         # the sample is the whole union
+        both = len(set_a & set_b)
+        return both / len(union), (both / len(set_a) if set_a else 0.0)
+    sample = sorted(union)[:k]                  # every hash up to the k-th smallest
+    both = len(set_a.intersection(set_b, sample))
+    of_a = len(set_a.intersection(sample))
+    return both / k, (both / of_a if of_a else 0.0)
 
 
 def sketch_resemblance(sketch_a: Sequence[int], sketch_b: Sequence[int], k: int) -> float:
