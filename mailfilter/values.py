@@ -79,6 +79,30 @@ def fill(instance: Value, *values: object) -> None:
 _drain = deque(maxlen=0).extend        # runs an iterator to its end in C
 
 
+class derived:  # noqa: N801 - used as a decorator, like functools.cached_property
+    """A value worked out from an instance's fields on first use and then kept in its
+    ``__dict__`` (later reads find it there: plain attribute reads).
+
+    ``functools.cached_property`` without its lock: before Python 3.12 it takes an RLock
+    for every first use, which cost a pair rule's facts (made for every stored candidate
+    a check weighs) more than working most of them out.  For instances one thread makes
+    and reads (a :class:`mailfilter.rules.pair.Pair`)."""
+
+    def __init__(self, function) -> None:  # noqa: ANN001 - any method of one argument
+        self.function = function
+        self.name = function.__name__
+        self.__doc__ = function.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: object, owner: type | None = None):  # noqa: ANN204
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.function(instance)
+        return value
+
+
 def replace(value, **changes):  # noqa: ANN001, ANN201 - a Fields, a Value or a dataclass
     """A copy of ``value`` with some fields changed: ``dataclasses.replace`` for these
     classes (and for dataclasses, which it hands to it)."""

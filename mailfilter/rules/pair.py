@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from functools import cached_property
 from typing import ClassVar, Protocol
 
 from mailfilter.config import DetectorSettings
@@ -16,7 +15,7 @@ from mailfilter.features import FACT_WORD, WORDS_MAX, AttachmentSummary, Feature
 from mailfilter.fingerprint import Fingerprint, message_id_key64
 from mailfilter.identifiers import identifier_difference
 from mailfilter.names import UNIQUE, Kind
-from mailfilter.values import Fields, Value, init
+from mailfilter.values import Fields, Value, derived, init
 
 
 class RuleName(StrEnum):
@@ -115,23 +114,23 @@ class Pair(Fields):
         self.stored_sketch = stored_sketch
         self.settings = settings
 
-    @cached_property
+    @derived
     def same_text(self) -> bool:
         """The same text (exact digest), and not two empty bodies."""
         return self.new.digest == self.stored_digest and (
             self.new.word_count > 0 or self.new.has_attachments)
 
-    @cached_property
+    @derived
     def short(self) -> bool:
         """The new message's text is under ``min_words`` words."""
         return self.new.word_count < self.settings.min_words
 
-    @cached_property
+    @derived
     def either_short(self) -> bool:
         """One side's text is under ``min_words`` words: never judged by resemblance."""
         return self.short or self.stored_words < self.settings.min_words
 
-    @cached_property
+    @derived
     def _threshold(self) -> tuple[float, str]:
         return resemblance_threshold(self)
 
@@ -145,7 +144,7 @@ class Pair(Fields):
         """Why the threshold is not the usual one ("" when it is)."""
         return self._threshold[1]
 
-    @cached_property
+    @derived
     def histogram_match(self) -> bool:
         """Seed 000's rule: both bodies long enough, sums within the window, at most
         ``histogram_max_positions`` bins apart."""
@@ -156,13 +155,13 @@ class Pair(Fields):
                 and self.histogram_sum_distance <= s.histogram_window
                 and self.histogram_positions <= s.histogram_max_positions)
 
-    @cached_property
+    @derived
     def shingles_match(self) -> bool:
         """Both texts long enough and resembling at or above the pair's threshold."""
         return (not self.either_short and self.resemblance is not None
                 and self.resemblance >= self.threshold)
 
-    @cached_property
+    @derived
     def word_changes(self) -> tuple[int, list[int]] | None:
         """:func:`changed_words` of two short texts (both with word keys, not the same
         text), once for every rule that reads it; None otherwise."""
@@ -171,7 +170,7 @@ class Pair(Fields):
             return None
         return changed_words(new, stored)
 
-    @cached_property
+    @derived
     def alike(self) -> bool:
         """The same text, or (both long enough) alike by resemblance or histogram."""
         return self.same_text or (not self.either_short
