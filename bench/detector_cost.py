@@ -40,10 +40,15 @@ NOW = 1_796_521_317            # one clock for every pass: the verdicts do not d
 
 # ---------------------------------------------------------------------------- the worker
 
+def _kind(verdict: object) -> str:
+    """The verdict's kind (older checkouts name it ``verdict``)."""
+    return str(getattr(verdict, "kind", None) or getattr(verdict, "verdict", ""))
+
+
 def _verdict_key(verdict: object) -> list:
     match = getattr(verdict, "match", None)
     score = getattr(verdict, "score", None)
-    return [str(getattr(verdict, "kind", "")), None if score is None else round(score, 6),
+    return [_kind(verdict), None if score is None else round(score, 6),
             str(getattr(verdict, "measure", "")), str(getattr(verdict, "decided_by", "")),
             None if match is None else match.doc_id]
 
@@ -97,7 +102,7 @@ def worker(root: Path, files: Path, passes: int, out: Path) -> None:
     digest = hashlib.sha256(json.dumps([_verdict_key(v) for v in verdicts]).encode())
     kinds: dict[str, int] = {}
     for verdict in verdicts:
-        kinds[str(verdict.kind)] = kinds.get(str(verdict.kind), 0) + 1
+        kinds[_kind(verdict)] = kinds.get(_kind(verdict), 0) + 1
     out.write_text(json.dumps({
         "module": mailfilter.__file__, "messages": len(analyses),
         "store_us": min(seconds) / len(analyses) * 1e6, "weighs": weighs,
