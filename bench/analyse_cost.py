@@ -143,10 +143,13 @@ def message_paths(corpus: Path, extra: Sequence[Path], tmp: Path, limit: int) ->
     return paths[:limit] if limit else paths
 
 
-def run_worker(root: Path, files: Path, passes: int, cold: bool, tmp: Path) -> dict:
+def run_worker(root: Path, files: Path, passes: int, cold: bool, tmp: Path,
+               script: Path = Path(__file__)) -> dict:
+    """Run ``script``'s worker (this bench's, or another that shares its arguments: see
+    :func:`checkout_arguments`) for ``root``'s checkout in a new process; its JSON."""
     out = tmp / "result.json"
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(root),
+    subprocess.run([sys.executable, str(script.resolve()), "--worker", str(root),
                     "--files", str(files), "--passes", str(passes), "--out", str(out)]
                    + (["--cold"] if cold else []), check=True, env=env, cwd=tmp)
     return json.loads(out.read_text())
@@ -182,27 +185,35 @@ def total_hash(hashes: list[dict[str, str]], names: set[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def checkout_arguments(description: str) -> argparse.ArgumentParser:
+    """The arguments of a bench that runs checkouts over the corpus in worker processes,
+    one a round (this one, bench/detector_cost.py): the corpus, the checkouts, rounds,
+    passes a worker, a limit, and the worker's own (hidden)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--corpus", type=Path, default=CORPUS_TARBALL,
                         help="corpus tarball, or a folder it was unpacked into")
     parser.add_argument("--compare", type=Path, action="append", default=[],
                         metavar="CHECKOUT", help="another checkout (e.g. main, unpacked "
                         "with git archive) run in the same rounds; repeatable")
-    parser.add_argument("--extra", type=Path, action="append", default=[], metavar="DIR",
-                        help="also every .eml file under DIR (e.g. bench/realworld.py "
-                             "--write DIR)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--passes", type=int, default=2,
                         help="timed passes over the messages in each worker")
     parser.add_argument("--limit", type=int, default=0, help="only the first N messages")
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--files", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = checkout_arguments(__doc__.split("\n\n")[0])
+    parser.add_argument("--extra", type=Path, action="append", default=[], metavar="DIR",
+                        help="also every .eml file under DIR (e.g. bench/realworld.py "
+                             "--write DIR)")
     parser.add_argument("--cold", action="store_true",
                         help="without numpy, as the pipe filter runs")
     parser.add_argument("--slowest", type=int, default=0, metavar="N",
                         help="also list the N slowest messages of each checkout")
-    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--files", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 

@@ -26,13 +26,12 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from analyse_cost import CORPUS_TARBALL, message_paths
+from analyse_cost import checkout_arguments, message_paths, run_worker
 
 BATCH = 256                    # messages a transaction, as dupfilter-db scan
 NOW = 1_796_521_317            # one clock for every pass: the verdicts do not drift
@@ -111,30 +110,8 @@ def worker(root: Path, files: Path, passes: int, out: Path) -> None:
 
 # ---------------------------------------------------------------------------- the runner
 
-def run_worker(root: Path, files: Path, passes: int, tmp: Path) -> dict:
-    out = tmp / "result.json"
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", str(root),
-                    "--files", str(files), "--passes", str(passes), "--out", str(out)],
-                   check=True, env=env, cwd=tmp)
-    return json.loads(out.read_text())
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=CORPUS_TARBALL,
-                        help="corpus tarball (or folder) of one-message *.txt files")
-    parser.add_argument("--compare", type=Path, action="append", default=[],
-                        metavar="CHECKOUT", help="another checkout to run in the same "
-                        "rounds, e.g. a commit unpacked with git archive (repeatable)")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--passes", type=int, default=2,
-                        help="timed passes in each worker (the best one counts)")
-    parser.add_argument("--limit", type=int, default=0, help="only the first N messages")
-    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--files", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    return checkout_arguments(__doc__.split("\n\n")[0]).parse_args(argv)
 
 
 def _percentile(values: list[int], share: float) -> float:
@@ -162,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for index in order[shift:] + order[:shift]:
                 work = tmp / f"w{round_number}-{index}"
                 work.mkdir()
-                result = run_worker(checkouts[index], files, args.passes, work)
+                result = run_worker(checkouts[index], files, args.passes, False, work,
+                                    Path(__file__))
                 results[index].append(result)
                 print(f"round {round_number + 1}/{args.rounds}: {names[index]}: "
                       f"{result['store_us']:.0f} µs a message", file=sys.stderr)
