@@ -22,7 +22,7 @@ class Fields:
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
-    _slots: tuple[str, ...] = ()        # every slot, private ones too (for fill)
+    _slots: tuple[str, ...] = ()        # every slot, private ones too, in fill's order
     _setters: tuple[Callable[[object, object], None], ...] = ()     # theirs, in order
     __hash__ = None     # type: ignore[assignment]
 
