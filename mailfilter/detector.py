@@ -339,13 +339,15 @@ class Detector:
               every_copy: bool = False) -> Verdict:
         """The verdict for one fingerprinted message.
 
-        With ``record_at``, a store that can (``lookup_or_add``) records the message in the
-        same round trip when nothing it finds could make it other than unique.  With
+        With ``record_at``, a store that adds while checking (Redis:
+        ``Store.adds_while_checking``) records the message in the same round trip when
+        nothing it finds could make it other than unique; LMDB records it afterwards, in
+        the same write transaction, once the verdict is known (:meth:`record`).  With
         ``every_copy``, every copy of a text found is weighed (``forget`` lists them all).
         """
         query = self.query(fp, message_id, recipients, every_copy=every_copy)
         new = None
-        if record_at is not None:
+        if record_at is not None and self.store.adds_while_checking:
             new = self._new_record(fp, message_id, recipients, record_at, 1)
             found = self.store.lookup_or_add(query, new)
         else:

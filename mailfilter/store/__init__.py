@@ -475,6 +475,12 @@ class Store(Protocol):
     """
 
     location: str
+    # True when a check that will record passes the record to :meth:`lookup_or_add`
+    # (Redis: the check's script is the one atomic step).  False when the engine checks
+    # and records a message in one write transaction anyway (LMDB: :meth:`atomically`, or
+    # the writer's batch): the record is then added once the verdict is known, so that a
+    # near-duplicate is not added and then written again (:meth:`replace`).
+    adds_while_checking: bool
 
     def lookup(self, query: Query) -> Found:
         """Read every posting ``query`` names and the records they list: one read

@@ -704,6 +704,9 @@ class LmdbStore:
         """Every posting of ``query`` and the records they list, in one read transaction."""
         return self._read(lambda txn: self._lookup(txn, query))
 
+    # (Store.adds_while_checking: check and record share one write transaction.)
+    adds_while_checking = False
+
     def lookup_or_add(self, query: Query, record: Record) -> Found:
         """:meth:`lookup`, and unless something could make the verdict other than unique
         (see :meth:`Store.lookup_or_add`), add ``record`` and count a "unique" verdict in the

@@ -762,6 +762,9 @@ class RedisStore:
                                            for p in self.partitions])
         return self._found(query, replies)
 
+    # (Store.adds_while_checking: the check's script is the one atomic step.)
+    adds_while_checking = True
+
     def lookup_or_add(self, query: Query, record: Record) -> Found:
         """:meth:`lookup`, and unless it finds a record under the Message-ID key or a digest
         (``Found.exact``), add ``record`` and count a "unique" verdict in the same script:
