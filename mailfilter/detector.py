@@ -23,6 +23,7 @@ from mailfilter.similarity import (
 from mailfilter.store import (
     NEWEST_EXACT,
     NEWEST_PART,
+    NO_CLUSTER,
     RECIPIENTS_MAX,
     Found,
     Query,
@@ -523,16 +524,19 @@ class Detector:
         hashes its match lacks."""
         fp = verdict.fingerprint
         seen = verdict.match.seen + 1 if verdict.match is not None else 1
-        record = replace(self._new_record(fp, verdict.message_id, verdict.recipients, when,
-                                          seen), doc_id=doc_id)
         if copy_of is None:
-            return record
+            return self._new_record(fp, verdict.message_id, verdict.recipients, when, seen,
+                                    doc_id)
         theirs = frozenset(copy_of.sketch)
-        return replace(record, cluster=copy_of.cluster_id,
-                       novel=tuple(h for h in fp.sketch[:self.index_size] if h not in theirs))
+        return self._new_record(
+            fp, verdict.message_id, verdict.recipients, when, seen, doc_id,
+            cluster=copy_of.cluster_id,
+            novel=tuple(h for h in fp.sketch[:self.index_size] if h not in theirs))
 
     def _new_record(self, fp: Fingerprint, message_id: str | None,
-                    recipients: Sequence[str], when: int, seen: int) -> Record:
+                    recipients: Sequence[str], when: int, seen: int, doc_id: int = 0, *,
+                    cluster: int = NO_CLUSTER, novel: tuple[int, ...] | None = None
+                    ) -> Record:
         keys = tuple(self.recipient_key(r) for r in recipients) \
             if self.settings.scope == "recipient" else ()
         return Record(
@@ -541,8 +545,8 @@ class Detector:
             shingle_count=fp.shingle_count, word_count=fp.word_count, digest=fp.digest,
             message_id_key=message_id_key(message_id),
             message_id=safe_message_id(message_id), chunks=fp.chunks,
-            recipients=keys, first_seen=when, last_seen=when, seen=seen,
-            features=fp.features.encode())
+            recipients=keys, first_seen=when, last_seen=when, seen=seen, doc_id=doc_id,
+            features=fp.features.encode(), cluster=cluster, novel=novel)
 
 
 def _one_mailing(features: Features, stored: bytes) -> bool:
