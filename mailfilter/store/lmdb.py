@@ -919,15 +919,9 @@ class LmdbStore:
         record.doc_id = doc_id
         key = _u64(doc_id)
         txn.put(key, record.encode(), db=self.docs, append=True)
-        shingles = [(_U32.pack(value), key) for value in record.sketch[:self.index_size]]
-        if shingles:   # one C call for the (usually 24) shingle postings
-            txn.cursor(db=self.index["by_shingle"]).putmulti(shingles, dupdata=True)
-        # The other indexes' entries, one C call for each index that gets several (its
-        # three histogram groups, its 24 text hashes: a put each cost a tenth of an add).
-        grouped: dict[str, list[tuple[bytes, bytes]]] = {}
-        for name, index_key, value in self._index_entries(record, shingles=False):
-            grouped.setdefault(name, []).append((index_key, value))
-        for name, entries in grouped.items():
+        # Each index's entries in one C call when it gets several (the 24 shingle and text
+        # hashes, the three histogram groups: a put each cost a tenth of an add).
+        for name, entries in self._index_groups(record).items():
             if len(entries) > 1:
                 txn.cursor(db=self.index[name]).putmulti(entries, dupdata=True)
             else:
@@ -1047,30 +1041,49 @@ class LmdbStore:
 
     def _index_entries(self, record: Record, *, shingles: bool = True
                        ) -> Iterator[tuple[str, bytes, bytes]]:
+        """Every (index, key, value) entry of ``record`` (:meth:`_index_groups`, one by one)."""
+        for name, entries in self._index_groups(record, shingles=shingles).items():
+            for index_key, value in entries:
+                yield name, index_key, value
+
+    def _index_groups(self, record: Record, *, shingles: bool = True
+                      ) -> dict[str, list[tuple[bytes, bytes]]]:
+        """``record``'s entries in each index (those with none left out), each index's in
+        one list: what :meth:`_add` writes with one ``putmulti`` an index.  The sketch's
+        index hashes are packed once for by_shingle and by_text."""
         key = _u64(record.doc_id)
+        groups: dict[str, list[tuple[bytes, bytes]]] = {}
         if self._by_sum is not None:
-            yield "by_sum", _U16.pack(min(record.histogram_sum, 0xFFFF)), record.histogram + key
+            groups["by_sum"] = [(_U16.pack(min(record.histogram_sum, 0xFFFF)),
+                                 record.histogram + key)]
         else:
-            for group, index_key in enumerate(histogram_keys(record.histogram,
-                                                             record.histogram_sum)):
-                yield "by_hist", index_key, _others(record.histogram, group) + key
-        yield "by_digest", record.digest, key
+            groups["by_hist"] = [
+                (index_key, _others(record.histogram, group) + key)
+                for group, index_key in enumerate(histogram_keys(record.histogram,
+                                                                 record.histogram_sum))]
+        groups["by_digest"] = [(record.digest, key)]
         if record.message_id_key:
-            yield "by_msgid", record.message_id_key, key
-        if shingles:
-            for value in record.sketch[:self.index_size]:
-                yield "by_shingle", _U32.pack(value), key
-        for digest, _length in record.chunks:
-            yield "by_chunk", _u64(digest), key
+            groups["by_msgid"] = [(record.message_id_key, key)]
+        pack = _U32.pack
+        index = record.sketch[:self.index_size]
+        packed = [pack(value) for value in index] if shingles or record.novel is None \
+            else []
+        if shingles and packed:
+            groups["by_shingle"] = [(index_key, key) for index_key in packed]
+        if record.chunks:
+            groups["by_chunk"] = [(_u64(digest), key) for digest, _length in record.chunks]
         if "by_text" in self.index:
-            for value in record.novel_hashes(self.index_size):
-                yield "by_text", _U32.pack(value), key
-        if "by_rcpt" in self.index:
+            novel = packed if record.novel is None else [pack(value)
+                                                           for value in record.novel]
+            if novel:
+                groups["by_text"] = [(index_key, key) for index_key in novel]
+        if "by_rcpt" in self.index and record.recipients:
             cluster = record.cluster_id
-            for recipient in dict.fromkeys(record.recipients):
-                yield "by_rcpt", _RCPT.pack(recipient, cluster), key
+            groups["by_rcpt"] = [(_RCPT.pack(recipient, cluster), key)
+                                 for recipient in dict.fromkeys(record.recipients)]
         if "by_cluster" in self.index:
-            yield "by_cluster", _u64(record.cluster_id), key
+            groups["by_cluster"] = [(_u64(record.cluster_id), key)]
+        return groups
 
     def replace(self, record: Record) -> None:
         """Write ``record`` anew under its id, with its index entries made again."""
