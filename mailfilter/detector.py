@@ -337,8 +337,10 @@ class Detector:
 
     def check(self, fp: Fingerprint, message_id: str | None,
               recipients: Sequence[str] = (), *, record_at: int | None = None,
-              every_copy: bool = False) -> Verdict:
-        """The verdict for one fingerprinted message.
+              every_copy: bool = False, defects: tuple[str, ...] = (),
+              exempted_by: str | None = None) -> Verdict:
+        """The verdict for one fingerprinted message (``defects`` and ``exempted_by``, the
+        parse's and the allow rule's, are carried in it for the front ends).
 
         With ``record_at``, a store that adds while checking (Redis:
         ``Store.adds_while_checking``) records the message in the same round trip when
@@ -378,7 +380,7 @@ class Detector:
                       reverse=True)
         containments = [e.containment for e in evidence if e.containment is not None]
         common = dict(fingerprint=fp, message_id=message_id, recipients=tuple(recipients),
-                      evidence=tuple(evidence),
+                      evidence=tuple(evidence), defects=defects, exempted_by=exempted_by,
                       containment=max(containments) if containments else None,
                       boilerplate=tuple(sorted(candidates.boilerplate.items())),
                       recorded_id=new.doc_id if new is not None and new.doc_id else None)

@@ -283,10 +283,9 @@ class Engine:
             return Decision(verdict, plan(verdict), None)
         # A store that can adds a new message while checking it; taken back below when
         # the plan does not keep it.
-        verdict = replace(
-            self.detector.check(analysis.fingerprint, analysis.message_id, recipients,
-                                record_at=when if record and rule is None
-                                and not self.store.readonly else None),
+        verdict = self.detector.check(
+            analysis.fingerprint, analysis.message_id, recipients,
+            record_at=when if record and rule is None and not self.store.readonly else None,
             defects=analysis.defects, exempted_by=rule.name if rule else None)
         disposition = plan(verdict)
         if record and getattr(disposition, "record", False) and verdict.record_allowed:

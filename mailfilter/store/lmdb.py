@@ -950,9 +950,9 @@ class LmdbStore:
         value = cluster + _u64(record.doc_id)
         fresh = new and not record.cluster
         cursor = txn.cursor(db=self.index["by_text_shingle"])
-        entries = [(key, value) for key in dict.fromkeys(
-            _U32.pack(h) for h in record.sketch[:self.index_size])
-            if fresh or not _files(cursor, key, cluster)]
+        keys = dict.fromkeys(map(_U32.pack, record.sketch[:self.index_size]))
+        entries = [(key, value) for key in keys] if fresh else \
+            [(key, value) for key in keys if not _files(cursor, key, cluster)]
         if entries:
             cursor.putmulti(entries, dupdata=True)
         keys = histogram_keys(record.histogram, record.histogram_sum)
