@@ -8,6 +8,9 @@ record's ``features`` name it, so that answers compare across stores whose ids d
 cluster numbers records by partition).  Limits are out of reach here (newest ids per key,
 and on a cluster, where partitions answer apart, the histogram matches and text counts):
 which ids are "newest" depends on how a backend numbers them; docs/scaling.md says how.
+
+Last, the engine over LMDB and over Redis: each adds a checked message's record its own
+way (``Store.adds_while_checking``), and the same mail must leave the same store.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import random
 from typing import Any
 
 import pytest
+from helpers import make_message, paragraph_text
 
 from mailfilter.config import Settings
+from mailfilter.engine import DROP, KEEP, Engine
 from mailfilter.store import (
     Found,
     Query,
@@ -216,3 +221,68 @@ def test_lmdb_redis_and_cluster_answer_alike(
     finally:
         for store in stores.values():
             store.close()
+
+
+def test_the_engine_records_alike_on_lmdb_and_redis(tmp_path, redis_url: str,  # noqa: ANN001
+                                                    settings: Settings) -> None:
+    """LMDB adds a message's record once its verdict is known (check and record share a
+    write transaction); Redis adds it in the check's script and sets a near-duplicate's
+    right afterwards (``Store.adds_while_checking``).  The same mail through either must
+    leave the same verdicts, records, text clusters and verdict counts — also for a
+    message whose plan does not keep it."""
+    newsletter = paragraph_text(1, 160)
+    other = paragraph_text(2, 140)
+    mail: list[tuple[str, bytes, bool]] = [("newsletter", make_message(
+        newsletter, subject="Spring news", message_id="<n0@x>", sender="news@shop.test"),
+        True)]
+    for number, name in enumerate(("Anna", "Ben", "Chloe", "Dev"), 1):   # one mailing
+        mail.append((f"copy {name}", make_message(
+            f"Dear {name},\n\n{newsletter}", subject="Spring news",
+            message_id=f"<n{number}@x>", sender="news@shop.test"), True))
+    edited = newsletter.replace(newsletter.split("\n")[3], "an edited line of the text")
+    mail += [
+        ("edited", make_message(edited, subject="Spring news (corrected)",
+                                message_id="<e@x>", sender="news@shop.test"), True),
+        ("repeat", make_message(newsletter, subject="Spring news", message_id="<r@x>",
+                                sender="news@shop.test"), True),
+        ("dropped", make_message(other + "\nP.S. one more line\n", message_id="<d@x>"),
+         False),
+        ("other", make_message(other, message_id="<o@x>"), True),
+        ("other again", make_message(other, message_id="<o2@x>"), True)]
+    mail += [(f"unrelated {seed}", make_message(paragraph_text(seed, 90),
+                                                message_id=f"<u{seed}@x>"), True)
+             for seed in range(10, 16)]
+
+    outcome: dict[str, tuple[list[tuple[str, str, str]], list[tuple[str, int, str]],
+                             dict[str, int]]] = {}
+    for backend, location in (("lmdb", str(tmp_path / "lmdb")), ("redis", redis_url)):
+        with Engine(settings, location) as engine:
+            assert engine.store.adds_while_checking is (backend == "redis")
+            verdicts = []
+            for label, raw, keep in mail:
+                decision = engine.process(engine.analyse(raw), ["bob@example.net"],
+                                          lambda _verdict, keep=keep: KEEP if keep else DROP,
+                                          now=1_790_000_000)
+                verdicts.append((label, decision.verdict.kind.value, decision.verdict.measure))
+            records = list(engine.store.records())
+            by_id = {record.doc_id: record.message_id for record in records}
+            clusters = sorted((record.message_id or "", record.seen,
+                               by_id.get(record.cluster_id, "?")) for record in records)
+            counts: dict[str, int] = {}
+            for day in engine.store.stats()["verdicts_per_day"].values():  # type: ignore[union-attr]
+                for kind, count in day.items():
+                    counts[str(kind)] = counts.get(str(kind), 0) + count
+            outcome[backend] = (verdicts, clusters, counts)
+    assert outcome["lmdb"] == outcome["redis"]
+    verdicts, clusters, counts = outcome["lmdb"]
+    kinds = {label: kind for label, kind, _ in verdicts}
+    # The mail above is what it says it is: copies, a repeat, a dropped near-duplicate.
+    assert kinds["newsletter"] == "unique" and kinds["repeat"] == "duplicate"
+    assert all(kinds[f"copy {name}"] != "unique" for name in ("Anna", "Ben", "Chloe", "Dev"))
+    assert kinds["dropped"] == "unique" and kinds["other again"] == "duplicate"
+    assert kinds["other"] == "unique"       # the dropped near-duplicate left nothing
+    assert "<d@x>" not in {message_id for message_id, _, _ in clusters}
+    # The mailing's copies joined the newsletter's text cluster.
+    assert {cluster for message_id, _, cluster in clusters
+            if message_id.startswith("<n")} == {"<n0@x>"}
+    assert counts["unique"] == sum(kind == "unique" for _, kind, _ in verdicts) - 1
