@@ -526,14 +526,13 @@ class Detector:
         hashes its match lacks."""
         fp = verdict.fingerprint
         seen = verdict.match.seen + 1 if verdict.match is not None else 1
-        if copy_of is None:
-            return self._new_record(fp, verdict.message_id, verdict.recipients, when, seen,
-                                    doc_id)
-        theirs = frozenset(copy_of.sketch)
-        return self._new_record(
-            fp, verdict.message_id, verdict.recipients, when, seen, doc_id,
-            cluster=copy_of.cluster_id,
-            novel=tuple(h for h in fp.sketch[:self.index_size] if h not in theirs))
+        cluster, novel = NO_CLUSTER, None
+        if copy_of is not None:
+            theirs = frozenset(copy_of.sketch)
+            cluster = copy_of.cluster_id
+            novel = tuple(h for h in fp.sketch[:self.index_size] if h not in theirs)
+        return self._new_record(fp, verdict.message_id, verdict.recipients, when, seen,
+                                doc_id, cluster=cluster, novel=novel)
 
     def _new_record(self, fp: Fingerprint, message_id: str | None,
                     recipients: Sequence[str], when: int, seen: int, doc_id: int = 0, *,

@@ -281,8 +281,8 @@ class Engine:
                               recipients=recipients, skipped_by=rule.name,
                               defects=analysis.defects)
             return Decision(verdict, plan(verdict), None)
-        # A store that can adds a new message while checking it; taken back below when
-        # the plan does not keep it.
+        # A store that adds while checking (Redis) adds a new message in its check; taken
+        # back below when the plan does not keep it.  LMDB records it once judged.
         verdict = self.detector.check(
             analysis.fingerprint, analysis.message_id, recipients,
             record_at=when if record and rule is None and not self.store.readonly else None,

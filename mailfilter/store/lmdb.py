@@ -950,9 +950,9 @@ class LmdbStore:
         value = cluster + _u64(record.doc_id)
         fresh = new and not record.cluster
         cursor = txn.cursor(db=self.index["by_text_shingle"])
-        keys = dict.fromkeys(map(_U32.pack, record.sketch[:self.index_size]))
-        entries = [(key, value) for key in keys] if fresh else \
-            [(key, value) for key in keys if not _files(cursor, key, cluster)]
+        hashes = dict.fromkeys(map(_U32.pack, record.sketch[:self.index_size]))
+        entries = [(key, value) for key in hashes] if fresh else \
+            [(key, value) for key in hashes if not _files(cursor, key, cluster)]
         if entries:
             cursor.putmulti(entries, dupdata=True)
         keys = histogram_keys(record.histogram, record.histogram_sum)
@@ -1064,17 +1064,13 @@ class LmdbStore:
         groups["by_digest"] = [(record.digest, key)]
         if record.message_id_key:
             groups["by_msgid"] = [(record.message_id_key, key)]
-        pack = _U32.pack
-        index = record.sketch[:self.index_size]
-        packed = [pack(value) for value in index] if shingles or record.novel is None \
-            else []
+        packed = list(map(_U32.pack, record.sketch[:self.index_size]))
         if shingles and packed:
             groups["by_shingle"] = [(index_key, key) for index_key in packed]
         if record.chunks:
             groups["by_chunk"] = [(_u64(digest), key) for digest, _length in record.chunks]
         if "by_text" in self.index:
-            novel = packed if record.novel is None else [pack(value)
-                                                           for value in record.novel]
+            novel = packed if record.novel is None else list(map(_U32.pack, record.novel))
             if novel:
                 groups["by_text"] = [(index_key, key) for index_key in novel]
         if "by_rcpt" in self.index and record.recipients:
