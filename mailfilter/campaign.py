@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from mailfilter.text import Pattern, Prepared, register
+from mailfilter.text import LineCursor, Pattern, Prepared, register
 from mailfilter.values import Value, fill
 
 # What a token becomes: one word, so that the copies' texts align word for word.
@@ -308,13 +308,17 @@ def random_looking(token: str, bulk: bool = True) -> bool:
     return _shape(token, bulk) is _RANDOM
 
 
-def _labelled(text: str, start: int, label: _Label) -> bool:
+def _labelled(text: str, start: int, label: _Label, lines: LineCursor | None = None
+              ) -> bool:
     """A label stands before the token at ``start`` on its line, or on the line above
-    when the token stands alone ("Your verification code:\n\n    X7K2PQ")."""
-    line = text.rfind("\n", 0, start) + 1
+    when the token stands alone ("Your verification code:\n\n    X7K2PQ").  ``lines``:
+    a cursor over ``text`` that the caller asks for its tokens in order."""
+    if lines is None:
+        lines = LineCursor(text)
+    line = lines.line_start(start)
     if label.names(text, max(line, start - _LABEL_REACH), start):
         return True
-    if text[line:start].strip():
+    if not lines.blank_before(start):
         return False
     above = text[max(0, line - 2 * _LABEL_REACH):line].rstrip()
     return bool(above) and label.names(above.rpartition("\n")[2])
@@ -352,6 +356,7 @@ def _masked(text: str, bulk: bool) -> tuple[str | None, tuple[str, ...]]:
     pieces: list[str] = []
     codes: list[str] = []
     kept = 0                # the text kept up to there
+    lines = LineCursor(text)
     for start, end in _tokens_with_switches(classes, switch):
         token = text[start:end]
         # Not a part of an address, a path or a host name (nor a blob: _TOKEN_MAX).
@@ -361,7 +366,7 @@ def _masked(text: str, bulk: bool) -> tuple[str | None, tuple[str, ...]]:
         shape = _shape(token, bulk, classes[start:end])
         if not shape:
             continue
-        if _labelled(text, start, label):
+        if _labelled(text, start, label, lines):
             codes.append(token.lower())
             continue
         if shape is _RANDOM:
@@ -391,12 +396,14 @@ def _letter_codes(text: str, classes: bytes, run: re.Match[bytes] | None,
     by ``_CLASSES``; ``run``: ``_CAPITALS_RUN``'s first match in it."""
     search = _CAPITALS_RUN.get().search
     found: list[str] = []
+    lines = LineCursor(text)
     while run is not None:
         at, end = run.span(1)
         before = at - 1
         while before >= 0 and classes[before] == 32:       # " "
             before -= 1
-        if (before < 0 or classes[before] in b"PN") and _labelled(text, at, label):
+        if (before < 0 or classes[before] in b"PN") and _labelled(text, at, label,
+                                                                        lines):
             found.append(text[at:end].lower())
         run = search(classes, run.end())
     return found

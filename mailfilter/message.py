@@ -41,7 +41,7 @@ from mailfilter.normalise import (
     thread_ids,
 )
 from mailfilter.quotes import has_attribution, split_reply, split_signoff, unquoted
-from mailfilter.text import Pattern, Prepared, register
+from mailfilter.text import LineCursor, Pattern, Prepared, register
 from mailfilter.values import Value, fill, init
 
 __all__ = ["Attachment", "Message", "WholeBodyDigest", "decode_header_text", "decode_text",
@@ -834,29 +834,54 @@ def _link_ending_line(text: str, start: int) -> re.Match[str] | None:
     return last if last is not None and last.end() == line_end else None
 
 
+class _LineLinks:
+    """What :func:`_gateway_links_rejoined` reads of one line, each part once: the link
+    that ends it, where its first word ends, the link that ends the line above."""
+
+    __slots__ = ("text", "start", "ending", "opening_end", "_above")
+
+    def __init__(self, text: str, start: int) -> None:
+        self.text = text
+        self.start = start
+        self.ending = _link_ending_line(text, start)
+        opening = _FIRST_WORD.get().match(text, start)
+        self.opening_end = -1 if opening is None else opening.end()
+        self._above: list[re.Match[str] | None] = []
+
+    def above(self) -> re.Match[str] | None:
+        if not self._above:
+            self._above.append(_link_ending_line(
+                self.text, self.text.rfind("\n", 0, self.start - 1) + 1))
+        return self._above[0]
+
+
 def _gateway_links_rejoined(full: Prepared) -> Prepared:
     """Step: a gateway's rewritten link (Safe Links, URL Defense, Mimecast) that the
     sender's client cut over lines when it wrapped them is made one line again, so that
     the link is read for the one it wraps and its pieces are not read as words.  Only
     where a wrapper's name (or, cut, one of its halves) occurs, on lines of at least
     ``_WRAPPED_LINE`` characters, and only until the wrapper's own end
-    (:func:`gateway_link_is_whole`); each line is read once."""
+    (:func:`gateway_link_is_whole`); each line is read once, however many of the words
+    it holds (one long line of them was quadratic)."""
     if not full.any(_GATEWAY_WORDS) or not full.aligned:
         return full
     text = full.text
     first_word = _FIRST_WORD.get()
     pieces: list[str] = []
     last = done = 0
+    lines = LineCursor(text)
+    line: _LineLinks | None = None
     for at in full.starts(_GATEWAY_WORDS):
         if at < done:
             continue
-        start = text.rfind("\n", 0, at) + 1
-        link = _link_ending_line(text, start)
+        start = lines.line_start(at)
+        if line is None or line.start != start:
+            line = _LineLinks(text, start)      # (read once a line, at its first hit)
+        link = line.ending
         if link is None or link.start() > at:
-            opening = first_word.match(text, start)
-            if start == 0 or opening is None or opening.end() <= at:
+            if line.start == 0 or line.opening_end <= at:
                 continue
-            link = _link_ending_line(text, text.rfind("\n", 0, start - 1) + 1)
+            link = line.above()
             if link is None:
                 continue            # the wrapper's name was cut: its link began above
         whole, line_end = link.group(0), link.end()

@@ -233,6 +233,43 @@ def prepare(text: str, reuse: Sequence[Prepared] = ()) -> Prepared:
     return Prepared(text)
 
 
+class LineCursor:
+    """Where the line holding each of a series of rising offsets of ``text`` starts, each
+    found by searching only the text since the previous offset.  A step that reads many
+    places of one line (a gateway link's keyword hits, a campaign's tokens) stays linear
+    on a text of one long line, where ``rfind`` back from each place to the line's start
+    was quadratic."""
+
+    __slots__ = ("text", "start", "_searched_to", "_first_filled")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.start = 0                  # of the line at the last offset asked
+        self._searched_to = 0
+        self._first_filled: int | None = None   # that line's first non-blank, once asked
+
+    def line_start(self, offset: int) -> int:
+        """The start of the line that holds ``offset`` (not below the last one asked)."""
+        if offset < self._searched_to:          # (not rising: search from the start)
+            self._searched_to = self.start = 0
+            self._first_filled = None
+        newline = self.text.rfind("\n", self._searched_to, offset)
+        self._searched_to = offset
+        if newline >= 0:
+            self.start = newline + 1
+            self._first_filled = None
+        return self.start
+
+    def blank_before(self, offset: int) -> bool:
+        """Only white space stands between the start of its line and ``offset`` (what
+        ``text[line_start:offset].strip()`` says, read once a line)."""
+        start = self.line_start(offset)
+        if self._first_filled is None:
+            found = _NOT_SPACE.get().search(self.text, start)
+            self._first_filled = len(self.text) if found is None else found.start()
+        return self._first_filled >= offset
+
+
 class Pattern:
     """A regular expression compiled on first use: most of a cleaning step's patterns never
     run for most messages (a keyword gate rules them out), and a process that checks one
@@ -258,5 +295,7 @@ class Pattern:
         return getattr(self.get(), name)
 
 
+# What LineCursor.blank_before looks for.
+_NOT_SPACE = Pattern(r"\S")
 # A letter or digit beyond ASCII (see words_of).
 _NON_ASCII_WORD = Pattern(r"[^\W_\x00-\x7f]")

@@ -25,6 +25,7 @@ from mailfilter.fingerprint import Fingerprint
 from mailfilter.headers import pass_through, remove_ours, tag_message, verdict_value
 from mailfilter.names import Kind
 from mailfilter.store import Record, safe_message_id
+from mailfilter.text import LineCursor
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 SETTINGS = FingerprintSettings()
@@ -257,6 +258,12 @@ SHAPES = {
         + "".join(_EVENT.format(i) for i in range(n // 90)).encode() + b"END:VCALENDAR\r\n"),
     "links": lambda n: _shape_message(_repeat("see https://t.example.com/a?b=c www.x.org ", n)),
     "hosts and paths": lambda n: _shape_message(_repeat("db1.example.org /var/log/x 42 ", n)),
+    # One long line full of what a step reads line by line: each place was looked up
+    # back to the line's start (the gateway words, a campaign's tokens, labelled codes).
+    "gateway words on one line": lambda n: _shape_message(
+        _repeat("safelinks.protection.outlook.com ", n)),
+    "campaign tokens on one line": lambda n: _shape_message(_repeat("X7K2PQ9Z 8XK2-99QZ ", n)),
+    "labelled codes on one line": lambda n: _shape_message(_repeat("Order: ZFWJJVPB. ", n)),
     "gateway links cut over lines": lambda n: _shape_message(_repeat(
         "see https://urldefense.com/v3/__https://a.example/" + "b" * 30 + "\n"
         + "c" * 70 + "\n", n)),
@@ -289,6 +296,20 @@ def test_cost_per_kilobyte_stays_flat_from_100_kb_to_5_mb(shape: str) -> None:
     large = min(_cost_per_kb(SHAPES[shape](5 * 1024 * 1024)) for _ in range(3))
     print(f"{shape}: {small * 1e3:.3f} ms/KB at 100 KB, {large * 1e3:.3f} ms/KB at 5 MB")
     assert large <= 2 * max(small, 2e-6), (shape, small, large)
+
+
+@given(st.text(alphabet=" \t\nab\u00a0", max_size=60), st.data())
+def test_a_line_cursor_reads_lines_as_a_search_back_does(text: str, data: st.DataObject
+                                                          ) -> None:
+    """The cursor that keeps one long line's places linear (LineCursor: the gateway links'
+    and the campaign tokens' steps) finds the same line starts, and the same blank
+    prefixes, as searching back from each place to the text's start."""
+    offsets = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=12)))
+    lines = LineCursor(text)
+    for offset in offsets:
+        start = text.rfind("\n", 0, offset) + 1
+        assert lines.line_start(offset) == start
+        assert lines.blank_before(offset) == (not text[start:offset].strip())
 
 
 # -- any label, any bytes ---------------------------------------------------------------
