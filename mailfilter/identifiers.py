@@ -22,7 +22,7 @@ from itertools import filterfalse
 
 import xxhash
 
-from mailfilter.text import words_of
+from mailfilter.text import Pattern, words_of
 
 # Set aside before words are read: words that are URLs (with or without a scheme) or mail
 # addresses, and the bracketed list tags and reply prefixes of a subject.
@@ -32,14 +32,14 @@ from mailfilter.text import words_of
 # the counter a campaign appends to each copy ("Be Your Own Boss!!      13986") so that no
 # two look alike — not data of the message (a subject's real data is never padded away).
 # (Each token is read once: a lookahead finds its digit, a possessive run takes it.)
-_PADDED_COUNTER = re.compile(r"[ \t]{3,}(?=[^\s]*\d)[^\s]++[ \t]*$"
+_PADDED_COUNTER = Pattern(r"[ \t]{3,}(?=[^\s]*\d)[^\s]++[ \t]*$"
                              r"|^[ \t]*+(?=[^\s]*\d)[^\s]++[ \t]{3,}")
 # Campaign tokens at a subject's end, no data of the message either: a token with a digit
 # after the subject's closing punctuation ("Be Your Own Boss!! 13986"), or a random-looking
 # run of letters and digits (alternating more than once, with a letter beyond a-f: "…
 # today k83jf02x"; "web03" is a host, a hexadecimal run a commit or hash) — unless a label
 # names it (#, "order", "build", a colon …): "Build #1235 failed", "Your code: X7K2PQ".
-_CAMPAIGN_TOKEN = re.compile(
+_CAMPAIGN_TOKEN = Pattern(
     r"(?:(?<=[!?.])[ \t]++(?=[^\s]*\d)[^\s]++"
     r"|(?<=[^\s#:])[ \t]++(?=[a-z0-9]{0,23}[g-z])"
     r"(?=[a-z0-9]{0,21}(?:[a-z]\d{1,22}[a-z]|\d[a-z]{1,22}\d))[a-z0-9]{5,24}+)[ \t]*$",
@@ -49,7 +49,7 @@ _CAMPAIGN_TOKEN = re.compile(
 # [x8armg]"): a number of four digits or more (not a year), or letters and digits of five
 # or more (not hexadecimal: a commit id), maybe in brackets — still unless a label names
 # it ("Your order 46044").  Outside mass mail such a number is data ("Queue depth 5230").
-_BARE_TOKEN = re.compile(
+_BARE_TOKEN = Pattern(
     r"(?<=[^\s#:])[ \t]++([\[(]?)(?=[^\s]*\d)([a-z0-9]{4,24}+)[\])]?[ \t]*$", re.IGNORECASE)
 _LABELS = frozenset((
     "no", "nr", "id", "ref", "code", "case", "job", "run", "pin", "order", "build", "issue",
@@ -58,7 +58,7 @@ _LABELS = frozenset((
     "payment", "receipt", "statement", "transaction", "request", "appointment",
     "reservation", "membership", "member", "customer", "claim", "policy", "report",
     "balance", "is"))
-_SUBJECT_TAGS = re.compile(r"\[[^\]\d]{0,40}\]|\[[\w.-]{1,40} \d{1,7}\]"
+_SUBJECT_TAGS = Pattern(r"\[[^\]\d]{0,40}\]|\[[\w.-]{1,40} \d{1,7}\]"
                            r"|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:", re.IGNORECASE)
 # Host names: labels ending in a top-level domain that networks really use (every country
 # code, the common generic ones, the private ones of internal networks); a dotted pair of
@@ -91,7 +91,7 @@ _TLD_HINT = re.compile(rf"\.([a-z]{{2,11}}){_TLD_END}", re.IGNORECASE)
 _TLD_GROUPS = "|".join(
     f"{letter}(?:{'|'.join(tld[1:] for tld in _TLDS.split('|') if tld[0] == letter)})"
     for letter in sorted({tld[0] for tld in _TLD_SET}))
-_HOST = re.compile(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLD_GROUPS}){_TLD_END}",
+_HOST = Pattern(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLD_GROUPS}){_TLD_END}",
                    re.IGNORECASE)
 # Words are read as the shingles read them (runs of letters and digits, lower case).  A
 # word with a digit counts by its digits alone ("web03" is 03, "INV-0042" is 0042, "24want"
@@ -104,7 +104,7 @@ _NOT_HEX = bytes(set(_LETTERS) - set(_HEX_LETTERS))
 # File paths (/var/log/app/app.log): which file a report is about is its data too.
 # The slash first (a literal the regex engine finds fast), then the look back at the one
 # character before it: a path starts at a slash that follows no word, slash or dot.
-_PATH = re.compile(r"/(?<![\w/.]/)[\w.@-]+(?:/[\w.@-]+)+")
+_PATH = Pattern(r"/(?<![\w/.]/)[\w.@-]+(?:/[\w.@-]+)+")
 DIGIT = re.compile(r"\d")      # (features.py asks it too)
 _NOT_DIGITS_OR_SPACE = re.compile(r"[^\d ]+")
 # A record keeps the hashes of up to this many different identifiers, else a bit map.
@@ -116,6 +116,7 @@ def _take_hosts(source: str, found: list[str]) -> str:
     """Add the host names of ``source`` to ``found``; ``source`` without them.  Each place
     where a top-level domain ends a word is looked at, not every position of the text."""
     spans = []
+    host_search = None
     for hint in _TLD_HINT.finditer(source):
         if hint.group(1).lower() not in _TLD_SET:
             continue
@@ -125,7 +126,9 @@ def _take_hosts(source: str, found: list[str]) -> str:
         start = max(window - 1, source.rfind(" ", window, hint.start()),
                     source.rfind("\n", window, hint.start()),
                     source.rfind("\t", window, hint.start())) + 1
-        host = _HOST.search(source, start, hint.end())
+        if host_search is None:
+            host_search = _HOST.get().search
+        host = host_search(source, start, hint.end())
         if host is not None and host.end() == hint.end():
             found.append(host.group(0).lower())
             spans.append((host.start(), host.end()))
@@ -239,7 +242,7 @@ def _without_end_tokens(subject: str, mass_mail: bool = False, lure: bool = Fals
     if not words or (DIGIT.search(words[0]) is None and DIGIT.search(words[-1]) is None):
         return subject
     if "  " in subject or "\t" in subject:       # (a padded counter's three blanks)
-        padded = _PADDED_COUNTER.sub("", subject)
+        padded = _PADDED_COUNTER.get().sub("", subject)
         if padded != subject:
             subject, words = padded, padded.split()
             if not words:
@@ -247,11 +250,11 @@ def _without_end_tokens(subject: str, mass_mail: bool = False, lure: bool = Fals
     # A campaign token follows the end of a sentence ("!! 13986"), or is the last word
     # of 5 to 24 letters and digits: without either, its pattern is not tried.
     last = words[-1]
-    match = _CAMPAIGN_TOKEN.search(subject) \
+    match = _CAMPAIGN_TOKEN.get().search(subject) \
         if (len(words) > 1 and words[-2][-1] in "!?.") \
         or (5 <= len(last) <= 24 and last.isascii() and last.isalnum()) else None
     if match is None and mass_mail:
-        match = _BARE_TOKEN.search(subject)
+        match = _BARE_TOKEN.get().search(subject)
         token = match.group(2) if match else ""
         if match and (token.isdigit() and (len(token) < 4 or (
                 len(token) == 4 and token.startswith(("19", "20")))) or (
@@ -284,7 +287,7 @@ def identifiers(text: str, subject: str = "",
         if DIGIT.search(subject):      # a padded counter or campaign token has a digit
             subject = _without_end_tokens(subject, mass_mail, lure)
         if "[" in subject or ":" in subject:        # every tag and prefix has one
-            subject = _SUBJECT_TAGS.sub(" ", subject)
+            subject = _SUBJECT_TAGS.get().sub(" ", subject)
     for from_text, (source, known) in enumerate(((subject, None), (text, words))):
         if from_text:
             from_subject = len(found)
@@ -296,9 +299,9 @@ def identifiers(text: str, subject: str = "",
             without = _take_hosts(source, found)
             if without is not source:
                 source, known = without, None
-        if "/" in source and _PATH.search(source):
-            found.extend(path.lower() for path in _PATH.findall(source))
-            source, known = _PATH.sub(" ", source), None
+        if "/" in source and (path := _PATH.get()).search(source):
+            found.extend(found_path.lower() for found_path in path.findall(source))
+            source, known = path.sub(" ", source), None
         _numbered_words(source, found, known)
     return _numbered(found, from_subject)
 
