@@ -202,8 +202,10 @@ class SmtpdSettings:
 
 @dataclass
 class AnalysisSettings:
-    """The daemons' work budget (mailfilter/workers.py): a message of ``offload_bytes`` or
-    more is analysed in one of ``workers`` processes, for at most ``deadline`` seconds."""
+    """The work budget (mailfilter/workers.py): in the daemons, a message of
+    ``offload_bytes`` or more is analysed in one of ``workers`` processes, for at most
+    ``deadline`` seconds; the pipe filter analyses its message under a timer of
+    ``deadline`` seconds (mailfilter/cli/pipe.py)."""
 
     deadline: float = 2.0
     workers: int = 2

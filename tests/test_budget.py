@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import make_message, paragraph_text
+from support.cli import DUPFILTER, run, tag
 from support.daemons import MilterDaemon
 from support.milter_client import added_headers, final
 
@@ -80,3 +81,30 @@ def test_a_worker_past_its_deadline_is_replaced() -> None:
         assert pool.over_budget == 1
     finally:
         pool.close()
+
+
+def test_the_pipe_filter_past_its_deadline_judges_by_message_id_or_passes_through(
+        tmp_path: Path) -> None:
+    """``dupfilter`` has one message and one thread: its analysis runs under a timer of
+    ``[analysis] deadline``; past it the message is judged by its Message-ID, or passed
+    through unchecked (``--check``: exit 1), with a line on stderr (procmail's log)."""
+    config = tmp_path / "dupfilter.toml"
+    config.write_text("[analysis]\ndeadline = 0.02\n")
+    db = tmp_path / "db"
+    first = make_message(paragraph_text(5, count=200), message_id="<known@example.org>")
+    done = tag(db, first, "--config", str(config))
+    assert done.returncode == 0 and b"X-Dupfilter: unique" in done.stdout
+    again = make_message(LARGE.decode(), message_id="<known@example.org>")
+    done = tag(db, again, "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert b"X-Dupfilter: duplicate; score=1.00; reason=message-id" in done.stdout
+    assert b"longer than 0.02 s" in done.stderr and b"Message-ID alone" in done.stderr
+    new = make_message(LARGE.decode(), message_id="<new@example.org>")
+    done = tag(db, new, "--config", str(config))
+    assert done.returncode == 0 and done.stdout == new
+    assert b"longer than 0.02 s" in done.stderr and b"passed through unchecked" in done.stderr
+    checked = run(DUPFILTER, "--db", str(db), "--config", str(config), "--check", stdin=new)
+    assert checked.returncode == 1 and b"not checked" in checked.stderr
+    # Within the deadline nothing changes: the same message with the default deadline.
+    done = tag(db, new)
+    assert b"X-Dupfilter: unique" in done.stdout and not done.stderr

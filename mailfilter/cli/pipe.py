@@ -22,7 +22,7 @@ from mailfilter.cli import settings_from
 from mailfilter.config import ConfigError, Refused, check_store_location
 from mailfilter.decision import PIPE, PIPE_CHECK, Disposition, FrontEnd, plan, plan_error
 from mailfilter.detector import Verdict
-from mailfilter.engine import Decision, Engine
+from mailfilter.engine import Analysis, Decision, Engine
 from mailfilter.headers import pass_through, tag_message
 from mailfilter.store import StoreError
 from mailfilter.values import replace
@@ -183,15 +183,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 disposition = plan(verdict, None, recipients, front_end)
                 return replace(disposition, record=False) if args.no_record else disposition
             engine = Engine(settings)
-            decision = engine.process(engine.analyse(raw), recipients, planned)
-            verdict = decision.verdict
-            if decision.record_error:
-                # Still checked (a read needs no space), so still tagged; not remembered.
-                reason = decision.record_error.removeprefix(f"{StoreError.__name__}: ")
-                _say(f"dupfilter: {reason}; message checked but not remembered")
-            if verdict.defects:
-                _say(f"dupfilter: note: {verdict.message_id or 'message without Message-ID'}: "
-                     f"{'; '.join(verdict.defects[:4])}")
+            deadline = settings.analysis.deadline
+            analysis = _analysed_within(engine, raw, deadline)
+            if analysis is not None:
+                decision = engine.process(analysis, recipients, planned)
+            else:
+                # Past the deadline: judged by its Message-ID when that was seen, else not
+                # checked (as the daemons do, mailfilter/workers.py).
+                decision = engine.process_known(raw, recipients, planned)
+                _say(f"dupfilter: analysis took longer than {deadline:g} s ([analysis] "
+                     "deadline); " + ("judged by its Message-ID alone" if decision is not None
+                                      else _unchecked(args)))
+            if decision is not None:
+                verdict = decision.verdict
+                if decision.record_error:
+                    # Still checked (a read needs no space), so still tagged; not remembered.
+                    reason = decision.record_error.removeprefix(f"{StoreError.__name__}: ")
+                    _say(f"dupfilter: {reason}; message checked but not remembered")
+                if verdict.defects:
+                    named = verdict.message_id or "message without Message-ID"
+                    _say(f"dupfilter: note: {named}: {'; '.join(verdict.defects[:4])}")
     except (ConfigError, StoreError) as error:
         _say(f"dupfilter: {error}; {_unchecked(args)}")
     except MemoryError:
@@ -214,6 +225,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as error:  # noqa: BLE001 - the message went where status says
             _say(f"dupfilter: closing the store: {type(error).__name__}: {error}")
     return status
+
+
+class _PastDeadline(BaseException):
+    """Raised by the pipe's timer in its analysis: a BaseException, so that no step's
+    ``except Exception`` (a broken HTML part read as text) takes it for its own error."""
+
+
+def _expired(signal_number: int, frame: object) -> None:
+    raise _PastDeadline
+
+
+def _analysed_within(engine: Engine, raw: bytes, seconds: float) -> Analysis | None:
+    """The analysis of ``raw``, or None when it takes longer than ``seconds`` (wall
+    clock: the timer interrupts it between two steps of the interpreter, so one call
+    into C, linear in the message, ends first).  The pipe runs one message in one thread:
+    a timer signal is its work budget, where the daemons use worker processes."""
+    # (_signal, not signal: importing signal.py costs the filter's start 1.6 ms of enums)
+    import _signal
+    previous = _signal.signal(_signal.SIGALRM, _expired)
+    try:
+        _signal.setitimer(_signal.ITIMER_REAL, seconds)
+        try:
+            return engine.analyse(raw)
+        finally:
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+    except _PastDeadline:
+        return None
+    finally:
+        _signal.signal(_signal.SIGALRM, previous)
 
 
 def _act(args: argparse.Namespace, raw: bytes, decision: Decision[Disposition] | None,
