@@ -243,7 +243,10 @@ def _analysed_within(engine: Engine, raw: bytes, seconds: float) -> Analysis | N
     a timer signal is its work budget, where the daemons use worker processes."""
     # (_signal, not signal: importing signal.py costs the filter's start 1.6 ms of enums)
     import _signal
-    previous = _signal.signal(_signal.SIGALRM, _expired)
+    try:
+        previous = _signal.signal(_signal.SIGALRM, _expired)
+    except ValueError:          # main() called on another thread than the main one
+        return engine.analyse(raw)
     try:
         _signal.setitimer(_signal.ITIMER_REAL, seconds)
         try:
