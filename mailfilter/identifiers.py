@@ -33,7 +33,7 @@ from mailfilter.text import Pattern, words_of
 # two look alike — not data of the message (a subject's real data is never padded away).
 # (Each token is read once: a lookahead finds its digit, a possessive run takes it.)
 _PADDED_COUNTER = Pattern(r"[ \t]{3,}(?=[^\s]*\d)[^\s]++[ \t]*$"
-                             r"|^[ \t]*+(?=[^\s]*\d)[^\s]++[ \t]{3,}")
+                          r"|^[ \t]*+(?=[^\s]*\d)[^\s]++[ \t]{3,}")
 # Campaign tokens at a subject's end, no data of the message either: a token with a digit
 # after the subject's closing punctuation ("Be Your Own Boss!! 13986"), or a random-looking
 # run of letters and digits (alternating more than once, with a letter beyond a-f: "…
@@ -59,7 +59,7 @@ _LABELS = frozenset((
     "reservation", "membership", "member", "customer", "claim", "policy", "report",
     "balance", "is"))
 _SUBJECT_TAGS = Pattern(r"\[[^\]\d]{0,40}\]|\[[\w.-]{1,40} \d{1,7}\]"
-                           r"|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:", re.IGNORECASE)
+                        r"|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:", re.IGNORECASE)
 # Host names: labels ending in a top-level domain that networks really use (every country
 # code, the common generic ones, the private ones of internal networks); a dotted pair of
 # words in running text ending otherwise — "end.Start", "file.tcl" — is a typo, not a
@@ -92,7 +92,7 @@ _TLD_GROUPS = "|".join(
     f"{letter}(?:{'|'.join(tld[1:] for tld in _TLDS.split('|') if tld[0] == letter)})"
     for letter in sorted({tld[0] for tld in _TLD_SET}))
 _HOST = Pattern(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLD_GROUPS}){_TLD_END}",
-                   re.IGNORECASE)
+                re.IGNORECASE)
 # Words are read as the shingles read them (runs of letters and digits, lower case).  A
 # word with a digit counts by its digits alone ("web03" is 03, "INV-0042" is 0042, "24want"
 # is 24: an edit that drops a space makes no new data), except a commit id or hash: a

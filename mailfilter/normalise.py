@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-from mailfilter.text import Pattern, Prepared, register
+from mailfilter.text import NOT_SPACE, Pattern, Prepared, register
 
 # -- header fields ----------------------------------------------------------------------
 
@@ -437,16 +437,16 @@ def opens_with_resend_note(text: str, follow_up: bool = False, cue: bool = True)
     none of :data:`RESEND_CUES` (then no resend note)."""
     if not cue and not follow_up:
         return False
-    first = _NOT_SPACE.search(text)
+    first = NOT_SPACE.get().search(text)
     if first is None:
         return False
     start = first.start()
     end = text.find("\n\n", start)
     if end >= 0 and _is_greeting(text[start:end]):     # "Hi Søren," above the note
-        after = _NOT_SPACE.search(text, end)
+        after = NOT_SPACE.get().search(text, end)
         start = after.start() if after is not None else len(text)
         end = text.find("\n\n", start)
-    if end < 0 or _NOT_SPACE.search(text, end) is None:
+    if end < 0 or NOT_SPACE.get().search(text, end) is None:
         return False
     lead = text[start:end]
     return (cue and is_resend_note(lead)) or (follow_up and is_follow_up_note(lead))
@@ -455,6 +455,3 @@ def opens_with_resend_note(text: str, follow_up: bool = False, cue: bool = True)
 def _is_greeting(paragraph: str) -> bool:
     """A salutation alone on its lines ("Hi Søren,", "Dear all,")."""
     return len(paragraph.split(None, 4)) <= 4 and paragraph.rstrip().endswith((",", "!"))
-
-
-_NOT_SPACE = re.compile(r"\S")

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from itertools import compress
 from typing import Protocol
 
-from mailfilter.text import Pattern, Prepared, prepare, register
+from mailfilter.text import NOT_SPACE, Pattern, Prepared, prepare, register
 
 _M, _I = re.MULTILINE, re.IGNORECASE
 # Runs of quoted lines (``>`` or ``|>``), read in "\n" + a text (see _WRAPPED_TAIL).
@@ -83,7 +83,6 @@ _WORDS_ABOVE = Pattern(r"[^\W_]")
 # A word of the writer's own: a token with a letter or digit that is not a link (a tracker
 # notice starts with its ticket's link and nothing else above its news).
 _OWN_WORD = Pattern(r"(?:^|(?<=\s))(?![^\s]*(?:://|www\.))[^\s]*?[^\W_]")
-_NOT_SPACE = Pattern(r"\S")
 # A signature separator line ``-- `` (or ``--``): searched for as "\n--", a literal prefix
 # that the regex engine finds fast; only the very first line needs the anchored pattern.
 _SIGNATURE_FIRST_LINE = Pattern(r"-- ?(?:\n|\Z)")
@@ -230,7 +229,7 @@ class _Layout:
         # text between the last forward line's end and a block is blank up to here.
         if self.forwards:
             self.last_forward_end = max(line.end() for line in self.forwards)
-            found = _NOT_SPACE.get().search(text, self.last_forward_end)
+            found = NOT_SPACE.get().search(text, self.last_forward_end)
             self.blank_until = len(text) if found is None else found.start()
         self.words_from: tuple[int, int] = (-1, -1)   # (begin, first word line from there)
 
@@ -384,7 +383,7 @@ class _Layout:
         if any(line.strip() and not line.lstrip().startswith(">")
                for line in above.split("\n")):
             return False
-        below = _NOT_SPACE.get().search(text, block_end)
+        below = NOT_SPACE.get().search(text, block_end)
         return below is not None and text[below.start()] == ">"
 
 

@@ -265,7 +265,7 @@ class LineCursor:
         ``text[line_start:offset].strip()`` says, read once a line)."""
         start = self.line_start(offset)
         if self._first_filled is None:
-            found = _NOT_SPACE.get().search(self.text, start)
+            found = NOT_SPACE.get().search(self.text, start)
             self._first_filled = len(self.text) if found is None else found.start()
         return self._first_filled >= offset
 
@@ -295,7 +295,7 @@ class Pattern:
         return getattr(self.get(), name)
 
 
-# What LineCursor.blank_before looks for.
-_NOT_SPACE = Pattern(r"\S")
+# The first character that is not white space (LineCursor, quotes, normalise).
+NOT_SPACE = Pattern(r"\S")
 # A letter or digit beyond ASCII (see words_of).
 _NON_ASCII_WORD = Pattern(r"[^\W_\x00-\x7f]")
