@@ -41,7 +41,7 @@ from mailfilter.normalise import (
     thread_ids,
 )
 from mailfilter.quotes import has_attribution, split_reply, split_signoff, unquoted
-from mailfilter.text import LineCursor, Pattern, Prepared, register
+from mailfilter.text import LineCursor, Pattern, Prepared, has_word, register
 from mailfilter.values import Value, fill, init
 
 __all__ = ["Attachment", "Message", "WholeBodyDigest", "decode_header_text", "decode_text",
@@ -51,7 +51,6 @@ __all__ = ["Attachment", "Message", "WholeBodyDigest", "decode_header_text", "de
 # A body separator exactly as chisto finds it: the first two consecutive LF bytes.
 _CHISTO_SEPARATOR = b"\n\n"
 _MBOX_FROM = Pattern(rb"\AFrom [^\n]*\n")
-_WORD = Pattern(r"[^\W_]")
 _NOT_BASE64 = Pattern(rb"[^A-Za-z0-9+/]")
 _PARAM = Pattern(r";\s*([!#-'*+.0-9A-Z^-~-]+)\s*=\s*(\"[^\"]*\"|[^;\s]*)")
 _HTML_DROP = "script, style, head, title, noscript, template"
@@ -696,7 +695,7 @@ def parse(raw: bytes, *, max_body_bytes: int = 4 * 1024 * 1024,
     calendar_parts = [a.data for a in collector.attachments
                       if is_calendar(a.content_type, a.filename)]
     calendar = calendar_summary(calendar_parts, defects) if calendar_parts else None
-    if not _WORD.get().search(text) and collector.html_sources and not collector.attachments:
+    if not has_word(text) and collector.html_sources and not collector.attachments:
         # Text-less HTML (image-only spam): let its markup make the digest and chunks.
         collector.attachments.append(Attachment("text/html", None,
                                                 b"".join(collector.html_sources)))
@@ -789,15 +788,14 @@ def _own_parts(full: Prepared, subject: str, signer: str
     full_text = full.text
     reply = split_reply(full_text, forward=is_forward_subject(subject), writer=signer,
                         prepared=full)
-    word = _WORD.get()
-    if not any(word.search(part) for part in reply.segments) and word.search(full_text) \
+    if not any(map(has_word, reply.segments)) and has_word(full_text) \
             and not has_attribution(full_text, full):
         # All of it looked set aside (a forward quoted with ">", HTML inside <blockquote>),
         # yet nobody replied to anything: the whole text is the message.
         return [full_text], [signer], "", ()
     forwarded_from = tuple(
         who for value, part in zip(reply.from_values[1:], reply.segments[1:], strict=True)
-        if value and word.search(part)
+        if value and has_word(part)
         for who in (display_name(value), address_of(value)) if who)
     return list(reply.segments), list(reply.writers), reply.quoted, forwarded_from
 

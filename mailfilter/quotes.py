@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from itertools import compress
 from typing import Protocol
 
-from mailfilter.text import NOT_SPACE, Pattern, Prepared, prepare, register
+from mailfilter.text import NOT_SPACE, Pattern, Prepared, first_word_at, prepare, register
 
 _M, _I = re.MULTILINE, re.IGNORECASE
 # Runs of quoted lines (``>`` or ``|>``), read in "\n" + a text (see _WRAPPED_TAIL).
@@ -79,7 +79,6 @@ _BLOCK_DATE = Pattern(
     r"[ \t]*\*?(?:sent|date|gesendet|datum|envoyé|date d'envoi|enviado|enviado el|fecha"
     r"|verzonden|inviato|data|enviada)\*?[ \t\xa0]*:", _I)
 _LINE = Pattern(r"[^\n]*(?:\n|\Z)")
-_WORDS_ABOVE = Pattern(r"[^\W_]")
 # A word of the writer's own: a token with a letter or digit that is not a link (a tracker
 # notice starts with its ticket's link and nothing else above its news).
 _OWN_WORD = Pattern(r"(?:^|(?<=\s))(?![^\s]*(?:://|www\.))[^\s]*?[^\W_]")
@@ -311,11 +310,9 @@ class _Layout:
 
     def _first_word_line(self, begin: int) -> int:
         text = self.text
-        words = _WORDS_ABOVE.get()
         spans = self.forward_spans
         position = begin
-        while (found := words.search(text, position)) is not None:
-            at = found.start()
+        while (at := first_word_at(text, position)) >= 0:
             index = bisect_left(spans, (at + 1,)) - 1
             if index >= 0 and spans[index][0] <= at < spans[index][1]:
                 position = spans[index][1]

@@ -233,6 +233,21 @@ def prepare(text: str, reuse: Sequence[Prepared] = ()) -> Prepared:
     return Prepared(text)
 
 
+def first_word_at(text: str, start: int = 0) -> int:
+    r"""Where the first letter or digit (``[^\W_]``) of ``text`` from ``start`` is; -1 if
+    there is none.  On ASCII text by an ASCII class, which the regex engine tests six times
+    as fast as the Unicode one: a crafted text of rule and blank lines is read to its end
+    (14 against 2 ms a MB)."""
+    pattern = _ASCII_LETTER_OR_DIGIT if text.isascii() else _LETTER_OR_DIGIT
+    found = pattern.get().search(text, start)
+    return -1 if found is None else found.start()
+
+
+def has_word(text: str) -> bool:
+    """``text`` holds a letter or digit (see :func:`first_word_at`)."""
+    return first_word_at(text) >= 0
+
+
 class LineCursor:
     """Where the line holding each of a series of rising offsets of ``text`` starts, each
     found by searching only the text since the previous offset.  A step that reads many
@@ -297,5 +312,8 @@ class Pattern:
 
 # The first character that is not white space (LineCursor, quotes, normalise).
 NOT_SPACE = Pattern(r"\S")
+# A letter or digit (first_word_at): any, and on ASCII text the same as an ASCII class.
+_LETTER_OR_DIGIT = Pattern(r"[^\W_]")
+_ASCII_LETTER_OR_DIGIT = Pattern(r"[A-Za-z0-9]")
 # A letter or digit beyond ASCII (see words_of).
 _NON_ASCII_WORD = Pattern(r"[^\W_\x00-\x7f]")

@@ -9,12 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mailfilter.fingerprint import (
+    PART_DIGEST_LINES,
     _words,
     character_histogram,
     chunk_digests,
     compute,
+    part_digests,
     shingle_array,
     shingle_hashes,
+    text_digest,
     tokenize,
 )
 from mailfilter.message import parse
@@ -144,3 +147,16 @@ def test_python_and_numpy_arithmetic_agree(words: list[str], ngram: int, data: b
             assert fp._shingles(words, ngram, 64, tail_from) == python
         finally:
             fp._VECTOR_MIN_TOKENS = saved
+
+
+def test_a_short_text_spread_over_a_thousand_lines_gets_no_part_digests() -> None:
+    """Part digests let a short message re-sent with a line added be found; a text of so
+    few words over thousands of rule or blank lines is crafted, and reading each of its
+    lines cost 0.75 s a MB: it gets none (PART_DIGEST_LINES), the short text keeps its."""
+    short = "Hello Ann,\n\nare we still on for ten tomorrow?\n\nBob\n"
+    assert len(part_digests(short, [], text_digest(short))) == 6
+    spread = short + "_" * 32 + "\n\n" + ("_" * 32 + "\n") * PART_DIGEST_LINES
+    assert part_digests(spread, [], text_digest(spread)) == ()
+    # Below the cap such a text still gets them (its lines and paragraphs with words).
+    fewer = short + "_" * 32 + "\n\n" + ("_" * 32 + "\n") * (PART_DIGEST_LINES - 20)
+    assert part_digests(fewer, [], text_digest(fewer))
