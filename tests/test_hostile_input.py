@@ -25,7 +25,7 @@ from mailfilter.fingerprint import Fingerprint
 from mailfilter.headers import pass_through, remove_ours, tag_message, verdict_value
 from mailfilter.names import Kind
 from mailfilter.store import Record, safe_message_id
-from mailfilter.text import LineCursor
+from mailfilter.text import LineCursor, first_word_at
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 SETTINGS = FingerprintSettings()
@@ -310,6 +310,17 @@ def test_a_line_cursor_reads_lines_as_a_search_back_does(text: str, data: st.Dat
         start = text.rfind("\n", 0, offset) + 1
         assert lines.line_start(offset) == start
         assert lines.blank_before(offset) == (not text[start:offset].strip())
+
+
+@given(st.text(max_size=40), st.integers(0, 40))
+@example("__--..  ", 0)
+@example("_ a", 1)
+def test_the_first_word_is_found_as_the_unicode_class_finds_it(text: str, start: int) -> None:
+    """first_word_at reads an ASCII text with an ASCII class (six times as fast on a text
+    of rules): where it finds a letter or digit is where ``[^\\W_]`` does."""
+    import re
+    found = re.compile(r"[^\W_]").search(text, start)
+    assert first_word_at(text, start) == (-1 if found is None else found.start())
 
 
 # -- any label, any bytes ---------------------------------------------------------------
