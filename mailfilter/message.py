@@ -72,6 +72,10 @@ _NOT_NESTING = frozenset((
     "thead", "tfoot", "colgroup", "caption"))
 HTML_DEPTH_MAX = 400          # deeper (as counted): the part's tags are stripped instead
 _HTML_DEPTH_FROM = 32 * 1024  # shorter parts cannot nest deep enough to cost much
+# More tags than this (counted as "<"): the part's tags are stripped instead of parsed.
+# The parser keeps about 270 bytes an element: 4 MiB of "<hr>" held 457 MB, and each
+# became a line of its own in the text.  The corpus's largest message has 2,306.
+HTML_TAGS_MAX = 100_000
 _LINK_WORDS = register(("://", "www."))
 # A gateway's link, or either half of it when a line break cut the wrapper's name:
 _GATEWAY_WORDS = register(("safelinks.", "protection.outlook.com", "urldefense", "/v3/__",
@@ -311,7 +315,8 @@ def html_to_text(html: str) -> str:
     """Visible text of an HTML part (Lexbor), blockquotes marked as quoted lines.
 
     A long part whose elements nest deeper than HTML_DEPTH_MAX is not parsed (the
-    parser's work would grow with the square of its length): its tags are stripped."""
+    parser's work would grow with the square of its length), nor one of more than
+    HTML_TAGS_MAX tags (its memory would grow past a daemon's): its tags are stripped."""
     from selectolax.lexbor import LexborHTMLParser  # HTML parts only
     try:
         # A source line break right after <br> or a closing block tag would double the
@@ -321,8 +326,8 @@ def html_to_text(html: str) -> str:
         # (Each match replaced by its tag: split gives the text between matches and the
         # tags, joined in one C call; a "\1" template costs a Python call a match.)
         html = "".join(_BREAK_THEN_NEWLINE.get().split(html))
-        if len(html) > _HTML_DEPTH_FROM and _nesting_depth(html, HTML_DEPTH_MAX) > \
-                HTML_DEPTH_MAX:
+        if len(html) > _HTML_DEPTH_FROM and (html.count("<") > HTML_TAGS_MAX or _nesting_depth(
+                html, HTML_DEPTH_MAX) > HTML_DEPTH_MAX):
             return _TAG.get().sub(" ", html)
         tree = LexborHTMLParser(html)
         for node in tree.css(_HTML_DROP):

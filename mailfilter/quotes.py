@@ -35,7 +35,9 @@ from mailfilter.text import NOT_SPACE, Pattern, Prepared, first_word_at, prepare
 
 _M, _I = re.MULTILINE, re.IGNORECASE
 # Runs of quoted lines (``>`` or ``|>``), read in "\n" + a text (see _WRAPPED_TAIL).
-_QUOTED_LINES = Pattern(r"\n((?:[ \t]*(?:>|\|>)[^\n]*(?:\n|\Z))+)")
+# (Possessive: a line is taken whole or not at all, so nothing is kept to backtrack into;
+# the regex engine kept about 300 bytes a line, 314 MB for a million quoted lines.)
+_QUOTED_LINES = Pattern(r"\n((?:[ \t]*+(?:>|\|>)[^\n]*+(?:\n|\Z))++)")
 # "On Mon, 1 Jan 2024, Ann <ann@x> wrote:" and its cousins, found by the verb at the end
 # of a line first (where the keyword scan found one), then checked on that line (or that
 # line and the one above: Gmail wraps a long attribution).

@@ -9,6 +9,7 @@ import gc
 import resource
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -264,6 +265,8 @@ SHAPES = {
         _repeat("safelinks.protection.outlook.com ", n)),
     "campaign tokens on one line": lambda n: _shape_message(_repeat("X7K2PQ9Z 8XK2-99QZ ", n)),
     "labelled codes on one line": lambda n: _shape_message(_repeat("Order: ZFWJJVPB. ", n)),
+    # Rules and blank lines around no word: each line was weighed for part digests.
+    "html rules": lambda n: _shape_message("<html><body>" + _repeat("<hr>", n), "text/html"),
     "gateway links cut over lines": lambda n: _shape_message(_repeat(
         "see https://urldefense.com/v3/__https://a.example/" + "b" * 30 + "\n"
         + "c" * 70 + "\n", n)),
@@ -296,6 +299,35 @@ def test_cost_per_kilobyte_stays_flat_from_100_kb_to_5_mb(shape: str) -> None:
     large = min(_cost_per_kb(SHAPES[shape](5 * 1024 * 1024)) for _ in range(3))
     print(f"{shape}: {small * 1e3:.3f} ms/KB at 100 KB, {large * 1e3:.3f} ms/KB at 5 MB")
     assert large <= 2 * max(small, 2e-6), (shape, small, large)
+
+
+# A crafted message at the 4 MiB that is fingerprinted, and what analysing it may take.
+MEMORY_SHAPES = {
+    "quoted lines": lambda n: _shape_message(_repeat(">\n", n)),
+    "html rules": lambda n: _shape_message("<html><body>" + _repeat("<hr>", n), "text/html"),
+}
+_PEAK_OF_ANALYSIS = (
+    "import resource, sys\n"
+    "from mailfilter.config import FingerprintSettings\n"
+    "from mailfilter.engine import analyse\n"
+    "analyse(sys.stdin.buffer.read(), FingerprintSettings())\n"
+    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", list(MEMORY_SHAPES))
+def test_a_crafted_4_mib_message_is_analysed_in_bounded_memory(shape: str) -> None:
+    """The regex engine kept about 300 bytes a line to backtrack into a run of a million
+    quoted lines (721 MB); the HTML parser 270 bytes an element of a million (526 MB):
+    a worker process or the pipe filter could be killed for memory.  Now each stays
+    under 200 MB in a process of its own."""
+    raw = MEMORY_SHAPES[shape](4 * 1024 * 1024 - 200)
+    done = subprocess.run([sys.executable, "-c", _PEAK_OF_ANALYSIS], input=raw,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    peak_mb = int(done.stdout) / 1024
+    print(f"{shape}: peak RSS {peak_mb:.0f} MB")
+    assert peak_mb < 200, (shape, peak_mb)
 
 
 @given(st.text(alphabet=" \t\nab\u00a0", max_size=60), st.data())
