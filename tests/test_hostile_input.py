@@ -321,7 +321,7 @@ _PEAK_OF_ANALYSIS = (
 @pytest.mark.parametrize("shape", list(MEMORY_SHAPES))
 def test_a_crafted_4_mib_message_is_analysed_in_bounded_memory(shape: str) -> None:
     """The regex engine kept about 300 bytes a line to backtrack into a run of a million
-    quoted lines (721 MB); the HTML parser 270 bytes an element of a million (526 MB):
+    quoted lines (676 MB); the HTML parser 270 bytes an element of a million (545 MB):
     a worker process or the pipe filter could be killed for memory.  Now each stays
     under 200 MB in a process of its own."""
     raw = MEMORY_SHAPES[shape](4 * 1024 * 1024 - 200)
