@@ -118,7 +118,6 @@ def _take_hosts(source: str, found: list[str]) -> str:
     """Add the host names of ``source`` to ``found``; ``source`` without them.  Each place
     where a top-level domain ends a word is looked at, not every position of the text."""
     spans = []
-    host_search = None
     for hint in _TLD_HINT.finditer(source):
         if hint.group(1).lower() not in _TLD_SET:
             continue
@@ -128,9 +127,7 @@ def _take_hosts(source: str, found: list[str]) -> str:
         start = max(window - 1, source.rfind(" ", window, hint.start()),
                     source.rfind("\n", window, hint.start()),
                     source.rfind("\t", window, hint.start())) + 1
-        if host_search is None:
-            host_search = _HOST.get().search
-        host = host_search(source, start, hint.end())
+        host = _HOST.get().search(source, start, hint.end())
         if host is not None and host.end() == hint.end():
             found.append(host.group(0).lower())
             spans.append((host.start(), host.end()))

@@ -841,7 +841,7 @@ class _LineLinks:
     """What :func:`_gateway_links_rejoined` reads of one line, each part once: the link
     that ends it, where its first word ends, the link that ends the line above."""
 
-    __slots__ = ("text", "start", "ending", "opening_end", "_above")
+    __slots__ = ("text", "start", "ending", "opening_end", "_above", "_above_read")
 
     def __init__(self, text: str, start: int) -> None:
         self.text = text
@@ -849,13 +849,15 @@ class _LineLinks:
         self.ending = _link_ending_line(text, start)
         opening = _FIRST_WORD.get().match(text, start)
         self.opening_end = -1 if opening is None else opening.end()
-        self._above: list[re.Match[str] | None] = []
+        self._above: re.Match[str] | None = None
+        self._above_read = False
 
     def above(self) -> re.Match[str] | None:
-        if not self._above:
-            self._above.append(_link_ending_line(
-                self.text, self.text.rfind("\n", 0, self.start - 1) + 1))
-        return self._above[0]
+        if not self._above_read:
+            self._above = _link_ending_line(self.text,
+                                            self.text.rfind("\n", 0, self.start - 1) + 1)
+            self._above_read = True
+        return self._above
 
 
 def _gateway_links_rejoined(full: Prepared) -> Prepared:
