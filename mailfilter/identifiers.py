@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from itertools import filterfalse
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, filterfalse, islice
 
 import xxhash
 
@@ -177,12 +177,9 @@ def _without_link_words(line: str) -> str:
                     and "://" not in word and "www." not in word.lower())
 
 
-def _numbered_words(source: str, found: list[str],
-                    words: Sequence[str] | Sequence[bytes] | None = None) -> None:
-    """Append the identifiers among the words of ``source`` to ``found`` (``words``: its
-    words as the shingles read them, when the caller has them already)."""
-    if words is None:
-        words = words_of(source)
+def _numbered_words(words: Sequence[str] | Sequence[bytes], found: list[str]) -> None:
+    """Append the identifiers among ``words`` (a text's, as the shingles read them) to
+    ``found``."""
     if not words:
         return
     if isinstance(words[0], bytes):
@@ -196,6 +193,17 @@ def _numbered_words(source: str, found: list[str],
     digits = _NOT_DIGITS_OR_SPACE.sub("", " ".join(numbered)).split(" ")
     found.extend(word if word.isdigit() or (len(word) >= 7 and set(word) <= _HEX_CHARS)
                  else kept or word for word, kept in zip(numbered, digits, strict=True))
+
+
+def _in_rounds(words: Sequence[str] | Sequence[bytes]) -> Callable[[], Iterator[str]]:
+    """The identifiers among ``words``, read a round of words at a time (each as
+    :func:`_numbered_words` reads them all: each word's value is its own)."""
+    def values() -> Iterator[str]:
+        for start in range(0, len(words), _ROUND):
+            found: list[str] = []
+            _numbered_words(words[start:start + _ROUND], found)
+            yield from found
+    return values
 
 
 def _numbered_bytes(words: Sequence[bytes], found: list[str]) -> None:
@@ -213,6 +221,7 @@ def _numbered_bytes(words: Sequence[bytes], found: list[str]) -> None:
         digits = [word if len(word) >= 7 and hexed == word else kept
                   for word, kept, hexed in zip(numbered, digits, hexes, strict=True)]
     found.extend(b" ".join(digits).decode("ascii").split(" "))
+
 
 
 _LONG_HEX = re.compile(rb"(?<![^ ])[0-9a-f]{7,}+(?![^ ])")
@@ -301,31 +310,77 @@ def identifiers(text: str, subject: str = "",
         if "/" in source and (path := _PATH.get()).search(source):
             found.extend(found_path.lower() for found_path in path.findall(source))
             source, known = path.sub(" ", source), None
-        _numbered_words(source, found, known)
+        if known is None:
+            known = words_of(source)
+        if from_text and len(known) > _ROUND:
+            return _numbered(found, from_subject, _in_rounds(known))
+        _numbered_words(known, found)
     return _numbered(found, from_subject)
 
 
-def _numbered(found: list[str], from_subject: int) -> list[str]:
-    """``found`` (the subject's values, then the text's from ``from_subject`` on), each
-    value listed again with its count; a value the subject names counts as often as the
-    subject or the text names it, whichever is more, not both added: an issue number in
-    the subject and in the masthead is one datum, so that the same text re-sent under
-    another subject ("Last chance: …") holds the same data."""
-    if len(set(found)) == len(found):
+def _numbered(found: list[str], from_subject: int,
+              more: Callable[[], Iterator[str]] | None = None) -> list[str]:
+    """``found`` (the subject's values, then the text's from ``from_subject`` on, then
+    ``more()``'s: a long text's, read in rounds), each value listed again with its count;
+    a value the subject names counts as often as the subject or the text names it,
+    whichever is more, not both added: an issue number in the subject and in the
+    masthead is one datum, so that the same text re-sent under another subject ("Last
+    chance: …") holds the same data."""
+    text = found[from_subject:]
+    short = more is None and len(text) <= _ROUND
+    if short and len(set(found)) == len(found):
         return found                    # no value occurs again (a set: one C loop)
+
+    def text_values() -> Iterator[str]:
+        return iter(text) if more is None else chain(text, more())
+
     numbered: list[str] = []
-    counts: dict[str, int] = {}
     if from_subject:
-        text_counts = Counter(found[from_subject:])      # (counted in C)
-        for value in found[:from_subject]:
+        subject = found[:from_subject]
+        text_counts = Counter(filter(set(subject).__contains__, text_values()))  # (in C)
+        counts: dict[str, int] = {}
+        for value in subject:
             counts[value] = count = counts.get(value, 0) + 1
             if count > text_counts[value]:
                 numbered.append(value if count == 1 else f"{value}#{count}")
-        counts = {}
-    for value in found[from_subject:]:
-        counts[value] = count = counts.get(value, 0) + 1
-        numbered.append(value if count == 1 else f"{value}#{count}")
+    numbered += _counted(text) if short else _until_the_map_is_full(_counted(text_values()))
     return numbered
+
+
+# A text of more words or values than this is read and numbered a round of them at a
+# time, and no further once its values have set every bit of the summary's map: more
+# could change no record (identifier_summary), and a crafted report of a million numbers
+# would otherwise hold hundreds of MB of strings (and bytes.join an 80-byte view of each
+# word at once).  (A round of distinct values fills the map's 1,024 bits.)
+_ROUND = 8192
+
+
+def _counted(values: Iterable[str]) -> Iterator[str]:
+    """Each of ``values``, from its second occurrence on with its count (``39#2``)."""
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = count = counts.get(value, 0) + 1
+        yield value if count == 1 else f"{value}#{count}"
+
+
+def _until_the_map_is_full(numbered: Iterator[str]) -> list[str]:
+    """The first rounds of ``numbered``, up to the one after which their hashes have set
+    every bit of identifier_summary's map."""
+    kept: list[str] = []
+    positions: set[int] = set()
+    while len(positions) < IDENTIFIER_BITS and (values := list(islice(numbered, _ROUND))):
+        kept += values
+        positions.update(map(IDENTIFIER_BITS.__rmod__, _hashes(values)))
+    return kept
+
+
+def _hashes(tokens: list[str]) -> set[int]:
+    """The distinct 32-bit hashes (identifier_hash) of ``tokens``, in one C loop."""
+    try:        # identifiers are words, host names and paths: no lone surrogates
+        encoded = list(map(str.encode, tokens))
+    except UnicodeEncodeError:
+        encoded = [token.encode("utf-8", "surrogatepass") for token in tokens]
+    return set(map(_LOW_32, map(xxhash.xxh3_64_intdigest, encoded)))
 
 
 _LOW_32 = (0xFFFFFFFF).__and__          # a hash's low 32 bits (mapped in C)
@@ -345,11 +400,7 @@ def identifier_summary(tokens: Iterable[str]) -> tuple[tuple[int, ...], bytes]:
     the other report lacks, unless another value already set it: about 1 time in 5 at 200
     values, and a changed report changes several).
     """
-    try:        # identifiers are words, host names and paths: no lone surrogates
-        encoded = list(map(str.encode, tokens))
-    except UnicodeEncodeError:
-        encoded = [token.encode("utf-8", "surrogatepass") for token in tokens]
-    hashes = set(map(_LOW_32, map(xxhash.xxh3_64_intdigest, encoded)))
+    hashes = _hashes(tokens if isinstance(tokens, list) else list(tokens))
     if len(hashes) <= EXACT_IDENTIFIERS:
         return tuple(sorted(hashes)), b""
     # (Not sorted: a report of a million numbers is read in linear time; each of the

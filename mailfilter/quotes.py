@@ -220,8 +220,7 @@ class _Layout:
         self.forwards = _forward_lines(prepared)
         self.originals = list(_scan(_OUTLOOK_ORIGINAL, prepared))
         self.original_starts = [hit.start() for hit in self.originals]
-        self.froms = list(_scan(_BLOCK_FROM, prepared))
-        self.from_starts = [hit.start() for hit in self.froms]
+        self.from_starts = [hit.start() for hit in _scan(_BLOCK_FROM, prepared)]
         self.next_from = 0               # block starts before this one failed for good
         self.run_ends: dict[int, int] = {}     # pseudo-header line start → its block's end
         self.tops: dict[int, int] = {}         # line start → top of the pseudo-header run
@@ -332,9 +331,8 @@ class _Layout:
         pseudo = _PSEUDO_HEADER.get()
         date = _BLOCK_DATE.get()
         index = max(self.next_from, bisect_left(self.from_starts, begin))
-        while index < len(self.froms):
-            found = self.froms[index]
-            start = self._top(found.start())
+        while index < len(self.from_starts):
+            start = self._top(self.from_starts[index])
             # Failing here fails for every later begin too (fewer lines above), and the
             # fields below never change: such a block is not looked at again.
             failed = True

@@ -42,6 +42,9 @@ def register(words: Iterable[str]) -> frozenset[str]:
     return found
 
 
+_SCAN_WINDOW = 1 << 18      # characters the keyword scan reads at once (Prepared._hits)
+
+
 def _automaton() -> list:
     """[the automaton over the registered words, those words in its order, the automaton
     over their UTF-8 bytes].  An ASCII text is scanned as bytes, where offsets are those
@@ -133,11 +136,18 @@ class Prepared:
             lowered = self.lowered
             if lowered:
                 automaton, words, byte_automaton = _automaton()
-                matches = byte_automaton.find_matches_as_indexes(
-                    lowered.encode("ascii"), overlapping=True) if lowered.isascii() else \
-                    automaton.find_matches_as_indexes(lowered, overlapping=True)
-                for index, start, _end in matches:
-                    hits.setdefault(words[index], []).append(start)
+                ascii_text = lowered.isascii()
+                find = (byte_automaton if ascii_text else automaton).find_matches_as_indexes
+                # A window at a time, each reaching a word's length past its end (a word
+                # is counted in the window it starts in): the matches come as a list of
+                # tuples, ~170 bytes each, 100 MB for a crafted 4 MiB of keywords.
+                reach = max(map(len, words), default=1) - 1
+                for begin in range(0, len(lowered), _SCAN_WINDOW):
+                    window = lowered[begin:begin + _SCAN_WINDOW + reach]
+                    for index, start, _end in find(
+                            window.encode("ascii") if ascii_text else window, overlapping=True):
+                        if start < _SCAN_WINDOW:
+                            hits.setdefault(words[index], []).append(begin + start)
             self._found = hits
         return hits
 

@@ -141,6 +141,34 @@ def test_many_identifiers_switch_to_a_bit_map() -> None:
     assert value == expected
 
 
+@pytest.mark.parametrize("words", [
+    ["a1"],                                         # one value, counted: 1, 1#2, 1#3 …
+    ["2024-01-02", "09:30", "ok", "web03"],
+    [str(number) for number in range(3000)],        # distinct values
+    ["4f2a9c1e", "host7.example.org", "/var/log/x1", "order", "88"],
+])
+@pytest.mark.parametrize("subject", ["", "Report 88 for 1", "Re: 1 1 1 2024"])
+def test_a_long_report_is_read_in_rounds_to_the_same_record(
+        monkeypatch: pytest.MonkeyPatch, words: list[str], subject: str) -> None:
+    """A text of very many values is numbered a round at a time and no further once they
+    fill the summary's bit map (a crafted 4 MiB of "a1 " took 453 MB as a list of 1.4
+    million strings): the record — the summary and the first 64 names — is the one the
+    whole list gives, and a subject value is still counted against the whole text."""
+    import mailfilter.identifiers as module
+    rng = random.Random(len(words))
+    text = " ".join(rng.choice(words) for _ in range(40_000)) + " 1 88 2024"
+    monkeypatch.setattr(module, "_ROUND", 10**9)            # read the whole list at once
+    whole = identifiers(text, subject)
+    monkeypatch.setattr(module, "_ROUND", 512)
+    rounds = identifiers(text, subject)
+    assert identifier_summary(rounds) == identifier_summary(whole)
+    assert rounds[:64] == whole[:64]
+    assert rounds == whole[:len(rounds)]
+    # Cut short only where the map was full: 40,000 values set all 1,024 bits.
+    assert len(rounds) < len(whole) == len(set(whole))
+    assert identifier_summary(rounds)[1] == b"\xff" * (IDENTIFIER_BITS // 8)
+
+
 def test_no_identifiers_summarise_to_nothing() -> None:
     """A message without data keeps neither hashes nor a map."""
     assert identifier_summary([]) == ((), b"")
