@@ -168,6 +168,21 @@ def test_data_does_not_look_random(token: str) -> None:
     assert not random_looking(token)
 
 
+def test_a_text_of_more_tokens_than_a_campaign_holds_is_weighed_to_the_cap() -> None:
+    """The first TOKENS_MAX tokens of a text are weighed (a crafted 4 MiB of random
+    tokens took 2 s, past the analysis deadline); those beyond stay as written, labelled
+    codes beyond are no longer collected.  A campaign's copy holds a handful."""
+    from mailfilter.campaign import PLACEHOLDER, TOKENS_MAX, without_campaign_tokens
+    from mailfilter.text import Prepared
+    text = "8XK2-99QZ " * (TOKENS_MAX + 5) + "Order: X7KQ92LZ3P\n"
+    masked, codes = without_campaign_tokens(Prepared(text), True)
+    assert masked.text.count(PLACEHOLDER) == TOKENS_MAX
+    assert masked.text.count("8XK2-99QZ") == 5
+    assert codes == ()
+    short, codes = without_campaign_tokens(Prepared(text[-200:]), True)
+    assert "8XK2-99QZ" not in short.text and codes == ("x7kq92lz3p",)
+
+
 def test_a_short_hex_run_is_a_commit_outside_bulk_mail() -> None:
     """"3f9a2c1e7b" in a CI notice is the commit; in bulk mail an 8-15 digit hex id is a
     tracking id (trackers and programs are never bulk)."""
