@@ -290,9 +290,14 @@ def _cost_per_kb(raw: bytes) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_cost_per_kilobyte_stays_flat_from_100_kb_to_5_mb(shape: str) -> None:
+def test_cost_per_kilobyte_stays_flat_from_100_kb_to_5_mb(
+        shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each hostile shape costs at most twice as much a KB at 5 MB as at 100 KB (measured
     in the same test): no step does work that grows with the square of the input."""
+    # The campaign step weighs a text's first TOKENS_MAX tokens; without that cap it must
+    # be linear all the same (the tokens' shapes would hide a quadratic step behind it).
+    import mailfilter.campaign
+    monkeypatch.setattr(mailfilter.campaign, "TOKENS_MAX", 10**9)
     # The best of a few runs each: CPU time still grows on a machine whose other work
     # evicts our caches, and one unlucky run is not the shape's cost.
     small = min(_cost_per_kb(SHAPES[shape](100 * 1024)) for _ in range(3))
@@ -353,6 +358,22 @@ def test_a_line_cursor_reads_lines_as_a_search_back_does(text: str, data: st.Dat
         start = text.rfind("\n", 0, offset) + 1
         assert lines.line_start(offset) == start
         assert lines.blank_before(offset) == (not text[start:offset].strip())
+
+
+def test_the_hostile_cost_bench_reads_the_suites_shapes() -> None:
+    """bench/hostile_cost.py builds the suite's own shapes (so the two never drift apart)
+    and prints a row for each, with CPU seconds and peak memory, marking those past the
+    deadline."""
+    bench = Path(__file__).resolve().parent.parent / "bench" / "hostile_cost.py"
+    done = subprocess.run([sys.executable, str(bench), "--only", "from lines,memory: dates",
+                           "--size", "0.05", "--rounds", "1", "--deadline", "0"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split("  ")[0]: line.split() for line in done.stdout.splitlines()}
+    assert set(rows) >= {"from lines", "memory: dates"}, done.stdout
+    seconds, peak_mb = float(rows["from lines"][2]), float(rows["from lines"][3])
+    assert 0 < seconds < 30 and 10 < peak_mb < 500
+    assert "this checkout: 2 shape(s)" in done.stdout      # all past a deadline of 0
 
 
 @given(st.lists(st.sampled_from(["from:", "From: ", "de:", "wrote", "\n", " ", "-----",
