@@ -160,8 +160,8 @@ _CODE_MIN = 5
 # Longer runs are no campaign's id (a UUID has 36 characters): base64, PGP armour.
 _TOKEN_MAX = 48
 # Tokens (and runs of capitals) of one text weighed at most: each costs a few µs of
-# Python, and a crafted 4 MiB of them took 2 s (the corpus's most: 2,775, a data dump;
-# a campaign's copy holds a handful).  Those beyond stay as they are.
+# Python, and a crafted 4 MiB of them took 2 s (the corpus's most: 2,775, in a spam of
+# 106 KB of text; a campaign's copy holds a handful).  Those beyond stay as they are.
 TOKENS_MAX = 10_000
 
 
