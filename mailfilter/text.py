@@ -13,7 +13,7 @@ once too.  Pure, no I/O; a :class:`Prepared` is never changed after it is made.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 # Every word some step asks about, in the order registered (see register()).
 _WORDS: dict[str, int] = {}
@@ -43,6 +43,20 @@ def register(words: Iterable[str]) -> frozenset[str]:
 
 
 _SCAN_WINDOW = 1 << 18      # characters the keyword scan reads at once (Prepared._hits)
+
+
+def _windowed(find: Callable[..., list[tuple[int, int, int]]], lowered: str,
+              ascii_text: bool, reach: int) -> Iterator[tuple[int, int, int]]:
+    """``find``'s overlapping matches in a long ``lowered``, a window at a time, each
+    window reaching ``reach`` characters (a word's length but one) past its end, a word
+    counted in the window it starts in: in one call the matches come as a list of tuples,
+    ~170 bytes each, 100 MB for a crafted 4 MiB of keywords."""
+    for begin in range(0, len(lowered), _SCAN_WINDOW):
+        window = lowered[begin:begin + _SCAN_WINDOW + reach]
+        for index, start, end in find(window.encode("ascii") if ascii_text else window,
+                                      overlapping=True):
+            if start < _SCAN_WINDOW:
+                yield index, begin + start, begin + end
 
 
 def _automaton() -> list:
@@ -138,16 +152,11 @@ class Prepared:
                 automaton, words, byte_automaton = _automaton()
                 ascii_text = lowered.isascii()
                 find = (byte_automaton if ascii_text else automaton).find_matches_as_indexes
-                # A window at a time, each reaching a word's length past its end (a word
-                # is counted in the window it starts in): the matches come as a list of
-                # tuples, ~170 bytes each, 100 MB for a crafted 4 MiB of keywords.
-                reach = max(map(len, words), default=1) - 1
-                for begin in range(0, len(lowered), _SCAN_WINDOW):
-                    window = lowered[begin:begin + _SCAN_WINDOW + reach]
-                    for index, start, _end in find(
-                            window.encode("ascii") if ascii_text else window, overlapping=True):
-                        if start < _SCAN_WINDOW:
-                            hits.setdefault(words[index], []).append(begin + start)
+                matches = find(lowered.encode("ascii") if ascii_text else lowered,
+                               overlapping=True) if len(lowered) <= _SCAN_WINDOW \
+                    else _windowed(find, lowered, ascii_text, max(map(len, words)) - 1)
+                for index, start, _end in matches:
+                    hits.setdefault(words[index], []).append(start)
             self._found = hits
         return hits
 
