@@ -223,7 +223,6 @@ def _numbered_bytes(words: Sequence[bytes], found: list[str]) -> None:
     found.extend(b" ".join(digits).decode("ascii").split(" "))
 
 
-
 _LONG_HEX = re.compile(rb"(?<![^ ])[0-9a-f]{7,}+(?![^ ])")
 _HEX_CHARS = frozenset("0123456789abcdef")
 
