@@ -352,8 +352,11 @@ class _Layout:
                 if len(fields) >= 3 and any(date.match(text, field) for field in fields[:4]):
                     failed = False
             if failed:
+                # Every later From: line of the same run of header lines has this top
+                # too, and fails alike: they are stepped over at once.
                 self.failed_tops.add(start)
-                index = self.next_from = index + 1
+                index = self.next_from = bisect_left(self.from_starts,
+                                                     self._header_run_end(start), index + 1)
                 continue
             rule = _UNDERSCORE_LINE.get().search(text, max(0, start - 200), start)
             if rule is not None and not text[rule.end():start].strip():
@@ -376,6 +379,21 @@ class _Layout:
         if original is not None and (block is None or original.start() <= block[0]):
             return original.start(), self.block_end(original.end() + 1)
         return block
+
+    def _header_run_end(self, top: int) -> int:
+        """Where the pseudo-header lines from ``top`` (a top of :meth:`_top`) end: the
+        start of the first line below that is none.  Each From: line before it (a From:
+        line is a pseudo-header line) has ``top`` for its top."""
+        text = self.text
+        pseudo = _PSEUDO_HEADER.get()
+        position = top
+        while position < len(text):
+            newline = text.find("\n", position)
+            line_end = len(text) if newline < 0 else newline
+            if not pseudo.match(text, position, line_end):
+                return position
+            position = line_end + 1
+        return len(text)
 
     def _blocks_below(self, end: int, begin: int) -> bool:
         """Every reply block :meth:`reply_block` could find from ``begin`` on starts below

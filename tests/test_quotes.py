@@ -255,3 +255,27 @@ def test_an_original_taken_without_weighing_the_blocks_below_it_splits_alike(
         assert split() == fast
     finally:
         quotes._Layout._blocks_below = shortcut
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_LAYOUT_PIECES + ["Cc: e\n", "Von: x\nGesendet: y\n"]),
+                max_size=40))
+def test_a_failed_run_of_header_lines_stepped_over_at_once_splits_alike(
+        pieces: list[str]) -> None:
+    """The From: lines of a run of header lines that failed as a reply block are stepped
+    over at once (600,000 of them, weighed one by one, took 1.6 s): the same split as
+    when each is weighed."""
+    from mailfilter import quotes
+    text = "".join(pieces)
+
+    def split() -> list[object]:
+        reply = split_reply(text)
+        return [getattr(reply, name) for name in type(reply).__slots__]
+
+    fast = split()
+    run_end = quotes._Layout._header_run_end
+    quotes._Layout._header_run_end = lambda self, top: top      # one From: line at a time
+    try:
+        assert split() == fast
+    finally:
+        quotes._Layout._header_run_end = run_end
