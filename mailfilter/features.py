@@ -25,7 +25,7 @@ from mailfilter.identifiers import (
 )
 from mailfilter.normalise import bare_message_id, normal_subject, site_of
 from mailfilter.store import FEATURES_MAX
-from mailfilter.text import words_of
+from mailfilter.text import encoded, words_of
 from mailfilter.values import Value, fill, init
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def word_keys(tokens: Sequence[str] | Sequence[bytes]) -> tuple[int, ...]:
     if len(tokens) > WORDS_MAX:
         return ()
     words: Sequence[bytes] = tokens if not tokens or isinstance(tokens[0], bytes) \
-        else [token.encode("utf-8", "surrogatepass") for token in tokens]  # type: ignore[union-attr]
+        else encoded(tokens)                                # type: ignore[arg-type]
     keys = [key & 0x0FFF for key in map(xxhash.xxh3_64_intdigest, words)]
     if not _FACT_KEYS.isdisjoint(words):        # (most texts hold none: one C loop)
         keys = [key | FACT_WORD if word in _FACT_KEYS else key

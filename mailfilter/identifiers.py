@@ -22,7 +22,7 @@ from itertools import chain, filterfalse, islice
 
 import xxhash
 
-from mailfilter.text import Pattern, words_of
+from mailfilter.text import Pattern, encoded, words_of
 
 # Set aside before words are read: words that are URLs (with or without a scheme) or mail
 # addresses, and the bracketed list tags and reply prefixes of a subject.
@@ -375,11 +375,7 @@ def _until_the_map_is_full(numbered: Iterator[str]) -> list[str]:
 
 def _hashes(tokens: list[str]) -> set[int]:
     """The distinct 32-bit hashes (identifier_hash) of ``tokens``, in one C loop."""
-    try:        # identifiers are words, host names and paths: no lone surrogates
-        encoded = list(map(str.encode, tokens))
-    except UnicodeEncodeError:
-        encoded = [token.encode("utf-8", "surrogatepass") for token in tokens]
-    return set(map(_LOW_32, map(xxhash.xxh3_64_intdigest, encoded)))
+    return set(map(_LOW_32, map(xxhash.xxh3_64_intdigest, encoded(tokens))))
 
 
 _LOW_32 = (0xFFFFFFFF).__and__          # a hash's low 32 bits (mapped in C)

@@ -222,7 +222,6 @@ class _Layout:
         self.original_starts = [hit.start() for hit in self.originals]
         self.from_starts = [hit.start() for hit in _scan(_BLOCK_FROM, prepared)]
         self.next_from = 0               # block starts before this one failed for good
-        self.failed_tops: set[int] = set()     # tops of blocks that failed for good
         self.run_ends: dict[int, int] = {}     # pseudo-header line start → its block's end
         self.tops: dict[int, int] = {}         # line start → top of the pseudo-header run
         self.forward_spans = [(line.start(), line.end()) for line in self.forwards]
@@ -335,11 +334,9 @@ class _Layout:
         while index < len(self.from_starts):
             start = self._top(self.from_starts[index])
             # Failing here fails for every later begin too (fewer lines above), and the
-            # fields below never change: such a block is not looked at again, nor is its
-            # top from another From: line of the same run of header lines (a crafted run
-            # of 300,000 was weighed again from its top for each line: 18 µs a line).
+            # fields below never change: such a block is not looked at again.
             failed = True
-            if start not in self.failed_tops and self._words_above(begin, start):
+            if self._words_above(begin, start):
                 end = self.block_end(start)
                 fields: list[int] = []
                 position = start
@@ -353,8 +350,8 @@ class _Layout:
                     failed = False
             if failed:
                 # Every later From: line of the same run of header lines has this top
-                # too, and fails alike: they are stepped over at once.
-                self.failed_tops.add(start)
+                # too, and fails alike: they are stepped over at once (a crafted run of
+                # 300,000 was weighed again from its top for each line: 18 µs a line).
                 index = self.next_from = bisect_left(self.from_starts,
                                                      self._header_run_end(start), index + 1)
                 continue
