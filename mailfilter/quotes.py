@@ -26,7 +26,7 @@ with its square (tests/test_hostile_input.py measures it).  Pure functions.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import compress
 from typing import Protocol
@@ -75,6 +75,12 @@ _PSEUDO_HEADER = Pattern(
     r"|an|betreff|kopie|de|envoyé|date d'envoi|à|objet|cc|enviado|enviado el|fecha|para"
     r"|asunto|van|verzonden|aan|onderwerp|datum|da|inviato|data|oggetto|a|enviada|assunto"
     r"|mensagem original)\*?[ \t\xa0]*:", _I)
+# Runs of lines read by one pattern each (possessive: each line is taken whole, nothing is
+# kept to backtrack into): pseudo-header lines; and the lines a header block goes on
+# with, pseudo-header lines and wrapped values (a line that starts with a space or tab
+# and holds more than white space).
+_PSEUDO_LINES = Pattern(rf"(?:{_PSEUDO_HEADER.source}[^\n]*+\n)*+", _I)
+_BLOCK_LINES = Pattern(rf"(?:(?:{_PSEUDO_HEADER.source}|[ \t](?=[^\n]*\S))[^\n]*+\n)*+", _I)
 # The first line of a reply header block (Outlook, Outlook Web, phones): "From: …".
 _BLOCK_FROM = Pattern(r"^[ \t]*\*?(?:from|von|de|van|da)\*?[ \t\xa0]*:[^\n]*\S", _M | _I)
 _BLOCK_DATE = Pattern(
@@ -163,14 +169,29 @@ class Reply:
 def _scan(pattern: Pattern, prepared: Prepared) -> Iterator[_Span]:
     """``pattern``'s matches in the text, found case-sensitively in its lower-case copy
     when lowering kept every offset; none at all when none of its words occurs."""
+    matches, after_break = _found(pattern, prepared)
+    return map(_LineMatch, matches) if after_break else matches
+
+
+def _starts(pattern: Pattern, prepared: Prepared) -> list[int]:
+    """Where each of :func:`_scan`'s matches starts (no object made for each: a crafted
+    text has hundreds of thousands)."""
+    matches, after_break = _found(pattern, prepared)
+    return [match.start(1) - 1 for match in matches] if after_break \
+        else [match.start() for match in matches]
+
+
+def _found(pattern: Pattern, prepared: Prepared) -> tuple[Iterator[re.Match[str]], bool]:
+    """(the matches :func:`_scan` reads, whether they are an :data:`_AFTER_BREAK`
+    pattern's, whose group 1 is the line's match in "\n" + the text)."""
     if not prepared.any(_KEYWORDS[pattern]):
-        return iter(())
+        return iter(()), False
     if prepared.aligned:
         after_break = _AFTER_BREAK.get(pattern)
         if after_break is not None:
-            return map(_LineMatch, after_break.get().finditer("\n" + prepared.lowered))
-        return _CASE_SENSITIVE[pattern].get().finditer(prepared.lowered)
-    return pattern.get().finditer(prepared.text)
+            return after_break.get().finditer("\n" + prepared.lowered), True
+        return _CASE_SENSITIVE[pattern].get().finditer(prepared.lowered), False
+    return pattern.get().finditer(prepared.text), False
 
 
 class _Span(Protocol):
@@ -220,9 +241,12 @@ class _Layout:
         self.forwards = _forward_lines(prepared)
         self.originals = list(_scan(_OUTLOOK_ORIGINAL, prepared))
         self.original_starts = [hit.start() for hit in self.originals]
-        self.from_starts = [hit.start() for hit in _scan(_BLOCK_FROM, prepared)]
+        self.from_starts = _starts(_BLOCK_FROM, prepared)
         self.next_from = 0               # block starts before this one failed for good
-        self.run_ends: dict[int, int] = {}     # pseudo-header line start → its block's end
+        # The runs of header lines read so far (:meth:`_run_end`), by their first line:
+        # the first lines in order, and for each the last line read and the run's end.
+        self.run_firsts: list[int] = []
+        self.runs: dict[int, tuple[int, int]] = {}
         self.tops: dict[int, int] = {}         # line start → top of the pseudo-header run
         self.forward_spans = [(line.start(), line.end()) for line in self.forwards]
         # A header block right under a forward separator line belongs to the forward:
@@ -252,33 +276,35 @@ class _Layout:
         return len(text)
 
     def _run_end(self, start: int) -> int:
-        """Where a run of header lines ends when it goes on at ``start`` (each line
-        start's answer kept: a run is walked once, whichever line it is asked from)."""
-        known = self.run_ends
+        """Where a run of header lines ends when it goes on at ``start`` (a line start).
+        Its lines are read by one pattern, and each run read is kept, so that a run is
+        read once whichever of its lines it is asked from (a crafted text of wrapped
+        From: lines asks it from each of them)."""
+        firsts, runs = self.run_firsts, self.runs
+        index = bisect_right(firsts, start) - 1
+        if index >= 0 and start <= runs[firsts[index]][0]:
+            return runs[firsts[index]][1]
         text = self.text
-        pseudo = _PSEUDO_HEADER.get()
-        visited = []
-        end = len(text)
-        position = start
-        while position <= len(text):
-            if position in known:
-                end = known[position]
-                break
-            visited.append(position)
+        # A run read before, below: reading stops at its first line and takes its end.
+        following = firsts[index + 1] if index + 1 < len(firsts) else len(text) + 1
+        position = _BLOCK_LINES.get().match(text, start, min(following, len(text))).end()
+        if position == following:
+            last, end = runs.pop(following)
+            firsts[index + 1] = start
+        else:
+            last = position
             newline = text.find("\n", position)
             line_end = len(text) if newline < 0 else newline + 1
             content = text[position:line_end]
             if not content.strip():
-                end = line_end
-                break
-            if not pseudo.match(content) and content[:1] not in " \t":
+                end = line_end              # a blank line ends the block, with it
+            elif newline < 0 and (_PSEUDO_HEADER.get().match(content)
+                                  or content[:1] in " \t"):
+                end = len(text)             # the last line, with no line break
+            else:
                 end = position
-                break
-            if newline < 0:
-                break
-            position = line_end
-        for position in visited:
-            known[position] = end
+            firsts.insert(index + 1, start)
+        runs[start] = (last, end)
         return end
 
     def _top(self, start: int) -> int:
@@ -382,15 +408,11 @@ class _Layout:
         start of the first line below that is none.  Each From: line before it (a From:
         line is a pseudo-header line) has ``top`` for its top."""
         text = self.text
-        pseudo = _PSEUDO_HEADER.get()
-        position = top
-        while position < len(text):
-            newline = text.find("\n", position)
-            line_end = len(text) if newline < 0 else newline
-            if not pseudo.match(text, position, line_end):
-                return position
-            position = line_end + 1
-        return len(text)
+        position = _PSEUDO_LINES.get().match(text, top).end()
+        if position < len(text) and text.find("\n", position) < 0 \
+                and _PSEUDO_HEADER.get().match(text, position):
+            return len(text)                # the last line, with no line break
+        return position
 
     def _blocks_below(self, end: int, begin: int) -> bool:
         """Every reply block :meth:`reply_block` could find from ``begin`` on starts below

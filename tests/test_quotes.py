@@ -279,3 +279,60 @@ def test_a_failed_run_of_header_lines_stepped_over_at_once_splits_alike(
         assert split() == fast
     finally:
         quotes._Layout._header_run_end = run_end
+
+
+_RUN_PIECES = _LAYOUT_PIECES + [
+    "Cc: e\n", " cont\n", "\tmore\n", "\t\n", " \xa0\n", "\xa0x\n", "From: a\n cont\n",
+    "Date d'envoi : lundi\n", "*From:* x\n", "a: b\n", "x\n"]
+
+
+def _run_end_line_by_line(text: str, start: int) -> int:
+    """A header block's end read one line at a time: a blank line ends it (with it); a
+    line that is neither a header line nor a wrapped value ends it (without it)."""
+    from mailfilter.quotes import _PSEUDO_HEADER
+    position = start
+    while position < len(text):
+        newline = text.find("\n", position)
+        line_end = len(text) if newline < 0 else newline + 1
+        line = text[position:line_end]
+        if not line.strip():
+            return line_end
+        if not _PSEUDO_HEADER.get().match(line) and line[:1] not in " \t":
+            return position
+        position = line_end
+    return len(text)
+
+
+def _header_run_end_line_by_line(text: str, top: int) -> int:
+    from mailfilter.quotes import _PSEUDO_HEADER
+    position = top
+    while position < len(text):
+        line_end = text.find("\n", position)
+        line_end = len(text) if line_end < 0 else line_end
+        if not _PSEUDO_HEADER.get().match(text[position:line_end]):
+            return position
+        position = line_end + 1
+    return len(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_RUN_PIECES), max_size=30),
+       st.sampled_from(["", "\n", " ", "x", "\xa0", "From: z"]), st.randoms())
+def test_runs_of_header_lines_read_by_pattern_end_where_reading_line_by_line_ends(
+        pieces: list[str], ending: str, random: object) -> None:
+    """The reply layout reads a run of header lines with one pattern and keeps each run it
+    read (a crafted text of 600,000 From:/De: lines took 1.35 s line by line, 0.7 now):
+    asked from any line, in any order, it ends where reading line by line ends."""
+    from mailfilter.quotes import _Layout
+    from mailfilter.text import Prepared
+    text = "".join(pieces).rstrip("\n") + ending if ending != "\n" else "".join(pieces)
+    layout = _Layout(Prepared(text))
+    starts = [0] + [at + 1 for at, char in enumerate(text) if char == "\n"]
+    random.shuffle(starts)                                  # type: ignore[attr-defined]
+    for start in starts + starts[::-1]:
+        assert layout._run_end(start) == _run_end_line_by_line(text, start), start
+        assert layout._header_run_end(start) == _header_run_end_line_by_line(text, start)
+    firsts = layout.run_firsts
+    assert firsts == sorted(firsts)
+    assert all(layout.runs[first][0] < later
+               for first, later in zip(firsts, firsts[1:], strict=False))
