@@ -43,6 +43,7 @@ def register(words: Iterable[str]) -> frozenset[str]:
 
 
 _SCAN_WINDOW = 1 << 18      # characters the keyword scan reads at once (Prepared._hits)
+_SEARCH_SHARE = 16          # a piece searched for in its text is 1/16 of it or more (Prepared.of)
 
 
 def _windowed(find: Callable[..., list[tuple[int, int, int]]], lowered: str,
@@ -213,18 +214,25 @@ class Prepared:
             return Prepared(self.text[:end])
         return self._part(self.text[:end], 0)
 
-    def of(self, part: str) -> Prepared:
+    def of(self, part: str, at: int | None = None) -> Prepared:
         """The prepared text of ``part``, a piece of this text (a reply's own text, a
         forwarded message): its hits read from this one's when it is found here, not
-        scanned again.  (Beyond ASCII, only when the piece lowers to the same as that
-        piece of the lowered text: Greek final sigma lowers by its context.)"""
+        scanned again.  ``at``: where it starts, when the caller knows.  Otherwise it is
+        searched for only when it is at least ``1 / _SEARCH_SHARE`` of this text: a
+        message cut into thousands of pieces searched each from the start was quadratic
+        (a piece not found here is scanned on its own, as are small ones; its hits are
+        the same either way).  (Beyond ASCII, only when the piece lowers to the same as
+        that piece of the lowered text: Greek final sigma lowers by its context.)"""
         if part is self.text:
             return self
         if self._found is None or not self.aligned:
             return Prepared(part)
-        at = self.text.find(part)
-        if at < 0:
-            return Prepared(part)
+        if at is None:
+            if len(part) * _SEARCH_SHARE < len(self.text):
+                return Prepared(part)
+            at = self.text.find(part)
+            if at < 0:
+                return Prepared(part)
         if not part.isascii():
             lowered = part.lower()
             if lowered != self.lowered[at:at + len(part)]:

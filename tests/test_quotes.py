@@ -336,3 +336,26 @@ def test_runs_of_header_lines_read_by_pattern_end_where_reading_line_by_line_end
     assert firsts == sorted(firsts)
     assert all(layout.runs[first][0] < later
                for first, later in zip(firsts, firsts[1:], strict=False))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_RUN_PIECES + ["\n", "Hello there words\n"]), max_size=40),
+       st.booleans())
+def test_from_lines_in_short_runs_set_aside_before_weighing_split_alike(
+        pieces: list[str], forward: bool) -> None:
+    """A text of many From: lines has those in runs of fewer than three header or wrapped
+    lines set aside before any is weighed (600,000 "De: b" lines between blank lines took
+    3.7 s one by one): the same split as when each is weighed."""
+    from mailfilter import quotes
+    text = "".join(pieces)
+
+    def split(threshold: int) -> list[object]:
+        kept = quotes._FROM_LINES_WEIGHED
+        quotes._FROM_LINES_WEIGHED = threshold
+        try:
+            reply = split_reply(text, forward=forward)
+        finally:
+            quotes._FROM_LINES_WEIGHED = kept
+        return [getattr(reply, name) for name in type(reply).__slots__]
+
+    assert split(-1) == split(10**9)
