@@ -151,6 +151,11 @@ _FOOTER_MIN_WORDS_ABOVE = 12
 # another quoted line: the short line is the tail that re-wrapping broke off it.
 _WRAPPED_QUOTE_MIN = 50
 _WRAPPED_TAIL_MAX = 45
+# Header blocks and forward lines cut out of one text at most (inline replies, forwarded
+# messages); any further ones stay in the text as written.  Real mail has a few (the
+# corpus and 2,131 realworld messages: two at most); a crafted text of 174,000 forward
+# lines took 1.7 s at 4 MiB, one of 54,000 inline replies 1.2 s.
+CUTS_MAX = 1000
 
 
 class Reply:
@@ -738,7 +743,7 @@ def split_reply(text: str, *, forward: bool = False, writer: str = "",
     cuts: list[tuple[int, int]] = []      # header blocks removed; each starts a new part
     begin = 0
     whole = len(text)
-    while (separator := layout.separator(begin)) is not None:
+    while len(cuts) < CUTS_MAX and (separator := layout.separator(begin)) is not None:
         start, block_end = separator
         if forwarding or layout.is_inline_reply(start, block_end, begin):
             cuts.append((start, block_end))
@@ -749,12 +754,15 @@ def split_reply(text: str, *, forward: bool = False, writer: str = "",
         text = text[:start]
         break
     for line in forwards:
-        if line.start() < len(text):
-            # (the block ends where the text now does, at the latest)
-            cuts.append((line.start(), min(layout.block_end(line.end() + 1), len(text))))
+        if len(cuts) >= CUTS_MAX or line.start() >= len(text):
+            break
+        # (the block ends where the text now does, at the latest)
+        cuts.append((line.start(), min(layout.block_end(line.end() + 1), len(text))))
     if len(text) < whole:
         prepared = prepared.prefix(len(text))
     for line in _scan(_FORWARD_END, prepared):
+        if len(cuts) >= CUTS_MAX:
+            break
         cuts.append((line.start(), line.end()))
     segments, writers, from_values = [], [], []
     offsets = []                    # where each segment starts in the text

@@ -245,6 +245,7 @@ SHAPES = {
     # the whole text from its start (quadratic: 1.1 s at 256 KB).
     "forwards with taglines": lambda n: _shape_message(_repeat(
         "Begin forwarded message:\na\nGet Outlook for iOS\n", n)),
+    "forward lines": lambda n: _shape_message(_repeat("Begin forwarded message:\n", n)),
     "outlook originals inline": lambda n: _shape_message(_repeat(
         "> quoted\n-----Original Message-----\nFrom: a\nSent: b\nTo: c\nSubject: d\n\n"
         "> more\n", n)),
@@ -301,10 +302,13 @@ def test_cost_per_kilobyte_stays_flat_from_100_kb_to_5_mb(
         shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each hostile shape costs at most twice as much a KB at 5 MB as at 100 KB (measured
     in the same test): no step does work that grows with the square of the input."""
-    # The campaign step weighs a text's first TOKENS_MAX tokens; without that cap it must
-    # be linear all the same (the tokens' shapes would hide a quadratic step behind it).
+    # The campaign step weighs a text's first TOKENS_MAX tokens, the reply layout makes at
+    # most CUTS_MAX cuts; without these caps it must be linear all the same (a cap would
+    # hide a quadratic step behind it).
     import mailfilter.campaign
+    import mailfilter.quotes
     monkeypatch.setattr(mailfilter.campaign, "TOKENS_MAX", 10**9)
+    monkeypatch.setattr(mailfilter.quotes, "CUTS_MAX", 10**9)     # the same for the cuts
     # The best of a few runs each: CPU time still grows on a machine whose other work
     # evicts our caches, and one unlucky run is not the shape's cost.
     small = min(_cost_per_kb(SHAPES[shape](100 * 1024)) for _ in range(3))
