@@ -294,18 +294,30 @@ def decode_text(data: bytes, charset: str | None, defects: list[str] | None = No
 
 def _nesting_depth(html: str, limit: int) -> int:
     """How deep the elements of ``html`` nest, as its tags say (elements that never nest
-    or close by themselves not counted); counting stops past ``limit``."""
-    depth = deepest = 0
+    or close by themselves not counted); counting stops past ``limit``.  An end tag closes
+    the nearest open element of its name and those opened inside it; one whose element is
+    not open closes nothing, as a parser ignores it (stray ``</table>`` tags after each of
+    24,000 unclosed ``<b>`` once counted as closing them: the parser nested them all and
+    took 2.3 s on 1 MiB)."""
+    opened: list[str] = []
+    open_count: dict[str, int] = {}
+    deepest = 0
     for closing, name in _TAG_NAME.get().findall(html):
         name = name.lower()
         if name in _NOT_NESTING:
             continue
         if closing:
-            depth = depth - 1 if depth else 0
+            if open_count.get(name):
+                while True:
+                    inner = opened.pop()
+                    open_count[inner] -= 1
+                    if inner == name:
+                        break
         else:
-            depth += 1
-            if depth > deepest:
-                deepest = depth
+            opened.append(name)
+            open_count[name] = open_count.get(name, 0) + 1
+            if len(opened) > deepest:
+                deepest = len(opened)
                 if deepest > limit:
                     break
     return deepest

@@ -82,8 +82,8 @@ _PSEUDO_HEADER = Pattern(
 _PSEUDO_LINES = Pattern(rf"(?:{_PSEUDO_HEADER.source}[^\n]*+\n)*+", _I)
 _BLOCK_LINES = Pattern(rf"(?:(?:{_PSEUDO_HEADER.source}|[ \t](?=[^\n]*\S))[^\n]*+\n)*+", _I)
 # Runs of three such lines or more, each read after a line break in "\n" + the text: a
-# reply header block has three header lines (:meth:`_Layout.reply_block`), so a From: line
-# in a shorter run heads none.
+# reply header block has three header lines, one of them a date (:meth:`_Layout.reply_block`),
+# so a From: line in a shorter run, or in one without a date, heads none.
 _THREE_LINE_RUNS = Pattern(rf"\n((?:(?:{_PSEUDO_HEADER.source}|[ \t](?=[^\n]*\S))"
                            rf"[^\n]*+(?:\n|\Z)){{3,}}+)", _I)
 # A text with more From: lines than this has those in shorter runs set aside before any
@@ -95,6 +95,8 @@ _BLOCK_FROM = Pattern(r"^[ \t]*\*?(?:from|von|de|van|da)\*?[ \t\xa0]*:[^\n]*\S",
 _BLOCK_DATE = Pattern(
     r"[ \t]*\*?(?:sent|date|gesendet|datum|envoyé|date d'envoi|enviado|enviado el|fecha"
     r"|verzonden|inviato|data|enviada)\*?[ \t\xa0]*:", _I)
+# A Sent: or Date: line, read after a line break (in "\n" + the text).
+_DATE_AFTER_BREAK = Pattern("\n" + _BLOCK_DATE.source, _I)
 _LINE = Pattern(r"[^\n]*(?:\n|\Z)")
 # A word of the writer's own: a token with a letter or digit that is not a link (a tracker
 # notice starts with its ticket's link and nothing else above its news).
@@ -245,10 +247,14 @@ class _LineMatch:
 
 def _in_long_runs(text: str, starts: list[int]) -> list[int]:
     """Those of ``starts`` (From: lines) in a run of three header or wrapped lines or
-    more: a From: line in a shorter run has fewer than three header lines from the top of
-    its block to its end, and heads no reply block, whatever text is above it."""
+    more that holds a Sent: or Date: line: a From: line in another run has fewer than
+    three header lines from the top of its block to its end, or no date among them, and
+    heads no reply block, whatever text is above it."""
+    after_break = "\n" + text
+    date = _DATE_AFTER_BREAK.get()
     runs = [(run.start(1) - 1, run.end(1) - 1)
-            for run in _THREE_LINE_RUNS.get().finditer("\n" + text)]
+            for run in _THREE_LINE_RUNS.get().finditer(after_break)
+            if date.search(after_break, run.start(), run.end())]
     kept = []
     index = 0
     for start in starts:

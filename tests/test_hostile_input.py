@@ -455,3 +455,18 @@ def test_every_charset_label_gives_text_and_a_fingerprint(label: str, body: byte
     attachment = (b"Content-Type: multipart/mixed; boundary=b\n\n--b\n" + head.encode(
         "utf-8", "surrogatepass").replace(b"inline", b"attachment") + body + b"\n--b--\n")
     check_fingerprint(analyse(attachment, SETTINGS).fingerprint)
+
+
+def test_the_cost_search_bench_draws_shapes_and_marks_those_past_a_deadline() -> None:
+    """bench/cost_search.py analyses random shapes and the costliest again at 1 and 4 MiB,
+    marking one past the deadline (here 0 s, so every one re-measured is)."""
+    bench = Path(__file__).resolve().parent.parent / "bench" / "cost_search.py"
+    done = subprocess.run([sys.executable, str(bench), "--shapes", "4", "--size", "4096",
+                           "--top", "1", "--deadline", "0"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "past the deadline" in done.stdout and "shapes marked: 1" in done.stdout, \
+        done.stdout
+    row = next(line for line in done.stdout.splitlines() if "past the deadline" in line)
+    seconds_at_4_mib = float(row.split()[3])
+    assert 0 < seconds_at_4_mib < 30

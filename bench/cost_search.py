@@ -1,0 +1,159 @@
+"""A random search for crafted messages that cost the analysis most: shapes nobody thought of.
+
+The hostile-input suite (tests/test_hostile_input.py) and bench/hostile_cost.py measure the
+shapes someone imagined.  This bench draws shapes at random instead: a unit of one to four
+pieces (reply and forward lines, attributions, sign-offs, taglines, footers, rules, links,
+codes, numbers, host names, non-ASCII words, HTML tags …) joined by a line break, a space,
+a blank line or nothing, repeated to ``--size`` bytes, each analysed once in this process
+(CPU time, ``engine.analyse``).  The costliest ``--top`` shapes are then analysed again at
+1 and 4 MiB: a shape whose cost a KB at 4 MiB is more than twice that at ``--size`` grows
+faster than its input (a step is quadratic), and one that takes longer than the daemons'
+``[analysis] deadline`` at 4 MiB is judged on what is known without its body.
+
+    python bench/cost_search.py                          # 300 shapes of 256 KB, seed 1
+    python bench/cost_search.py --seed 7 --shapes 1000 --top 8
+    python bench/cost_search.py --html                   # the units as an HTML part
+
+Each analysis runs under a timer of ``--limit`` seconds (SIGALRM): a shape past it is
+reported as such, not waited for.  This search found the "forwards with taglines" (each
+forwarded piece searched for from the text's start: quadratic), "de lines between blank
+lines" and "forward lines" shapes of the suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+PIECES = (
+    "From: Ann <a@x.org>", "De: b", "Sent: Monday, 1 May 2024 10:00", "To: c", "Subject: d",
+    "Date: Mon, 1 May 2024", "", "Hello there words", "> quoted line", "> > deeper", ">",
+    "________________________________", "-----Original Message-----",
+    "   -- Ursprüngliche Nachricht --", "---------- Forwarded message ---------",
+    "Begin forwarded message:", "On Mon, Bob <b@x.org> wrote:", "Ann schrieb:",
+    "Le lun., Bob a écrit :", "-- ", "--", "Sent from my iPhone", "Get Outlook for iOS",
+    "Thanks,", "Best regards,", "Ann Lee", "Ann", "Cheers", "unsubscribe",
+    "To unsubscribe from this list", "http://x.example.com/a?b=1",
+    "https://nam02.safelinks.protection.outlook.com/?url=https%3A%2F%2Fx",
+    "urldefense.com/v3/__https://x", "www.example.org", "a@b.example.com", "ORDER A2UEQVE8",
+    "Your code: X7K2PQ", "Order #12345",
+    "CONFIDENTIALITY NOTICE: This e-mail and any attachments are confidential.",
+    "This message was sent to you because", "==========", "----------", "***", "~~~~~~",
+    "#####", "Resending this as the first one bounced", "Any update on this?", "FYI",
+    "Sent again", "10:30", "2026-12-01", "49.99", "web03", "a1b2c3d4e5",
+    "db-primary.example.org", "/var/log/app/app.log", "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+    "X" * 77, "é" * 5, "日本語のテキスト", "\t", " ", "\xa0",
+    "Am 1. Mai 2024 um 10:00 schrieb Bob:", "Von: x", "Gesendet: y", "Objet : z",
+    "Envoyé : w", "*From:* a", "Reply-To: r", "Cc: e", "  wrapped value",
+    "issuecomment-12345", "[cid:image001.png@01D]", "GREAT OFFER", "Click here", "!!!", "1",
+    "a", "=", "-", "_", ">From x", "BEGIN:VCALENDAR", "END:VEVENT")
+HTML_PIECES = ("<br>", "<br", "<p>", "</p>", "<div>", "</div>", "<blockquote>", "<hr>",
+               "<table><tr><td>", "</td></tr></table>", "<a href='https://x.example/a'>",
+               "</a>", "<style>", "</style>", "<!--", "-->", "<b>", "&nbsp;", "&amp;")
+SEPARATORS = ("\n", " ", "\n\n", "")
+MIB = 1 << 20
+
+
+class _TooLong(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise _TooLong
+
+
+def random_unit(draw: random.Random, html: bool) -> str:
+    """One to four pieces joined by one separator, ending with a line break or it."""
+    pieces = PIECES + HTML_PIECES if html else PIECES
+    unit = [draw.choice(pieces) for _ in range(draw.randrange(1, 5))]
+    separator = draw.choice(SEPARATORS)
+    text = separator.join(unit) + draw.choice(("\n", separator))
+    return text if text.strip() else "x" + text         # (a blank unit is no shape)
+
+
+def message(unit: str, size: int, html: bool) -> bytes:
+    """``unit`` repeated to about ``size`` bytes, under a reply's header."""
+    count = max(1, size // len(unit.encode()))
+    content_type = "text/html; charset=utf-8" if html else "text/plain; charset=utf-8"
+    return (f"From: x@example.org\nSubject: Re: t\nMessage-ID: <1@example.org>\n"
+            f"Content-Type: {content_type}\n\n").encode() + \
+        ("Words above.\n" + unit * count).encode()
+
+
+def cost(raw: bytes, limit: float) -> float | None:
+    """CPU seconds of one analysis of ``raw``; None past ``limit`` seconds."""
+    from mailfilter.config import FingerprintSettings
+    from mailfilter.engine import analyse
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    started = time.process_time()
+    try:
+        analyse(raw, FingerprintSettings())
+    except _TooLong:
+        return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    return time.process_time() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--shapes", type=int, default=300, help="shapes drawn (default 300)")
+    parser.add_argument("--size", type=int, default=256 * 1024,
+                        help="bytes a shape's message is searched at (default 256 KiB)")
+    parser.add_argument("--top", type=int, default=6, help="shapes measured again at 1 and "
+                        "4 MiB (default 6)")
+    parser.add_argument("--html", action="store_true", help="the units as an HTML part")
+    parser.add_argument("--limit", type=float, default=30.0,
+                        help="seconds an analysis may take before it is cut off")
+    parser.add_argument("--deadline", type=float, default=2.0,
+                        help="seconds past which a shape at 4 MiB is marked (default 2)")
+    args = parser.parse_args()
+    from mailfilter.config import FingerprintSettings
+    from mailfilter.engine import analyse
+    analyse(b"Subject: warm-up\n\nhello\n", FingerprintSettings())      # imports, patterns
+    signal.signal(signal.SIGALRM, _alarm)
+    draw = random.Random(args.seed)
+    found: dict[str, float] = {}
+    for _ in range(args.shapes):
+        unit = random_unit(draw, args.html)
+        if unit in found:
+            continue
+        raw = message(unit, args.size, args.html)
+        seconds = cost(raw, args.limit)
+        found[unit] = float("inf") if seconds is None else seconds / len(raw) * 1024 * 1e6
+    ranked = sorted(found.items(), key=lambda item: -item[1])[:args.top]
+    print(f"{len(found)} shapes of {args.size // 1024} KiB (seed {args.seed}"
+          f"{', HTML' if args.html else ''}); the costliest again at 1 and 4 MiB:")
+    print(f"{'µs/KB':>8} {'at 1 MiB':>9} {'at 4 MiB':>9} {'4 MiB s':>8}  unit")
+    flagged = 0
+    for unit, per_kb in ranked:
+        per_size = []
+        seconds_4 = None
+        for size in (MIB, 4 * MIB):
+            raw = message(unit, size, args.html)
+            seconds = cost(raw, args.limit)
+            per_size.append(float("inf") if seconds is None
+                            else seconds / len(raw) * 1024 * 1e6)
+            seconds_4 = seconds
+        growth = per_size[1] / per_kb if per_kb else 0.0
+        marks = []
+        if growth > 2:
+            marks.append("grows faster than its input")
+        if seconds_4 is None or seconds_4 > args.deadline:
+            marks.append("past the deadline")
+        flagged += bool(marks)
+        shown = "over" if seconds_4 is None else f"{seconds_4:.2f}"
+        print(f"{per_kb:8.1f} {per_size[0]:9.1f} {per_size[1]:9.1f} {shown:>8}  {unit!r}"
+              + (f"  <- {', '.join(marks)}" if marks else ""))
+    print(f"shapes marked: {flagged}")
+
+
+if __name__ == "__main__":
+    main()
