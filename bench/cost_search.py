@@ -6,9 +6,11 @@ pieces (reply and forward lines, attributions, sign-offs, taglines, footers, rul
 codes, numbers, host names, non-ASCII words, HTML tags …) joined by a line break, a space,
 a blank line or nothing, repeated to ``--size`` bytes, each analysed once in this process
 (CPU time, ``engine.analyse``).  The costliest ``--top`` shapes are then analysed again at
-1 and 4 MiB: a shape whose cost a KB at 4 MiB is more than twice that at ``--size`` grows
-faster than its input (a step is quadratic), and one that takes longer than the daemons'
-``[analysis] deadline`` at 4 MiB is judged on what is known without its body.
+1 and 4 MiB, the latter in a process of its own for its peak memory (VmHWM): a shape whose
+cost a KB at 4 MiB is more than twice that at ``--size`` grows faster than its input (a
+step is quadratic); one that takes longer than the daemons' ``[analysis] deadline`` at
+4 MiB is judged on what is known without its body; one whose process peaks above
+``--memory`` MB holds too much at once.
 
     python bench/cost_search.py                          # 300 shapes of 256 KB, seed 1
     python bench/cost_search.py --seed 7 --shapes 1000 --top 8
@@ -23,13 +25,16 @@ lines" and "forward lines" shapes of the suite.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 PIECES = (
     "From: Ann <a@x.org>", "De: b", "Sent: Monday, 1 May 2024 10:00", "To: c", "Subject: d",
@@ -101,6 +106,32 @@ def cost(raw: bytes, limit: float) -> float | None:
     return time.process_time() - started
 
 
+_IN_A_PROCESS = r'''
+import json, signal, sys
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/bench"]
+import cost_search
+signal.signal(signal.SIGALRM, cost_search._alarm)
+from mailfilter.config import FingerprintSettings
+from mailfilter.engine import analyse
+analyse(b"Subject: warm-up\n\nhello\n", FingerprintSettings())
+raw = cost_search.message(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "html")
+seconds = cost_search.cost(raw, float(sys.argv[5]))
+with open("/proc/self/status") as status:
+    peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+print(json.dumps([seconds, peak / 1024]))
+'''
+
+
+def cost_in_a_process(unit: str, size: int, html: bool, limit: float
+                      ) -> tuple[float | None, float]:
+    """(CPU seconds or None past ``limit``, peak RSS MB) of one analysis in a new process."""
+    done = subprocess.run([sys.executable, "-c", _IN_A_PROCESS, str(ROOT), unit, str(size),
+                           "html" if html else "text", str(limit)],
+                          capture_output=True, text=True, timeout=limit + 120, check=True)
+    seconds, peak = json.loads(done.stdout)
+    return seconds, peak
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
@@ -114,6 +145,8 @@ def main() -> None:
                         help="seconds an analysis may take before it is cut off")
     parser.add_argument("--deadline", type=float, default=2.0,
                         help="seconds past which a shape at 4 MiB is marked (default 2)")
+    parser.add_argument("--memory", type=float, default=200.0,
+                        help="peak MB past which a shape at 4 MiB is marked (default 200)")
     args = parser.parse_args()
     from mailfilter.config import FingerprintSettings
     from mailfilter.engine import analyse
@@ -131,26 +164,25 @@ def main() -> None:
     ranked = sorted(found.items(), key=lambda item: -item[1])[:args.top]
     print(f"{len(found)} shapes of {args.size // 1024} KiB (seed {args.seed}"
           f"{', HTML' if args.html else ''}); the costliest again at 1 and 4 MiB:")
-    print(f"{'µs/KB':>8} {'at 1 MiB':>9} {'at 4 MiB':>9} {'4 MiB s':>8}  unit")
+    print(f"{'µs/KB':>8} {'at 1 MiB':>9} {'at 4 MiB':>9} {'4 MiB s':>8} {'peak MB':>8}  unit")
     flagged = 0
     for unit, per_kb in ranked:
-        per_size = []
-        seconds_4 = None
-        for size in (MIB, 4 * MIB):
-            raw = message(unit, size, args.html)
-            seconds = cost(raw, args.limit)
-            per_size.append(float("inf") if seconds is None
-                            else seconds / len(raw) * 1024 * 1e6)
-            seconds_4 = seconds
-        growth = per_size[1] / per_kb if per_kb else 0.0
+        raw = message(unit, MIB, args.html)
+        seconds = cost(raw, args.limit)
+        at_1 = float("inf") if seconds is None else seconds / len(raw) * 1024 * 1e6
+        seconds_4, peak = cost_in_a_process(unit, 4 * MIB, args.html, args.limit)
+        size_4 = len(message(unit, 4 * MIB, args.html))
+        at_4 = float("inf") if seconds_4 is None else seconds_4 / size_4 * 1024 * 1e6
         marks = []
-        if growth > 2:
+        if per_kb and at_4 / per_kb > 2:
             marks.append("grows faster than its input")
         if seconds_4 is None or seconds_4 > args.deadline:
             marks.append("past the deadline")
+        if peak > args.memory:
+            marks.append("too much memory")
         flagged += bool(marks)
         shown = "over" if seconds_4 is None else f"{seconds_4:.2f}"
-        print(f"{per_kb:8.1f} {per_size[0]:9.1f} {per_size[1]:9.1f} {shown:>8}  {unit!r}"
+        print(f"{per_kb:8.1f} {at_1:9.1f} {at_4:9.1f} {shown:>8} {peak:8.0f}  {unit!r}"
               + (f"  <- {', '.join(marks)}" if marks else ""))
     print(f"shapes marked: {flagged}")
 

@@ -93,6 +93,14 @@ _TLD_GROUPS = "|".join(
     for letter in sorted({tld[0] for tld in _TLD_SET}))
 _HOST = Pattern(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLD_GROUPS}){_TLD_END}",
                 re.IGNORECASE)
+# The same, tried only where a label starts (no letter or digit before it): tried inside a
+# run of letters and digits, each place took that run again to its end, and backtracked
+# over it (a run of 77 capitals before each of 8,700 link sites: 0.8 s a MB).  A match
+# never starts inside a run where none starts at the run's first letter or digit (every
+# place in it reads the same label to the same end), so the first match is the same
+# wherever the letter or digit before the place searched from is also searched.
+_HOST_AT_LABEL = Pattern(rf"(?<![a-z0-9])[a-z0-9][a-z0-9-]*+(?:\.[a-z0-9-]++)*"
+                         rf"\.(?:{_TLD_GROUPS}){_TLD_END}", re.IGNORECASE)
 # Words are read as the shingles read them (runs of letters and digits, lower case).  A
 # word with a digit counts by its digits alone ("web03" is 03, "INV-0042" is 0042, "24want"
 # is 24: an edit that drops a space makes no new data), except a commit id or hash: a
@@ -127,7 +135,9 @@ def _take_hosts(source: str, found: list[str]) -> str:
         start = max(window - 1, source.rfind(" ", window, hint.start()),
                     source.rfind("\n", window, hint.start()),
                     source.rfind("\t", window, hint.start())) + 1
-        host = _HOST.get().search(source, start, hint.end())
+        # (A window's edge may cut a run: there the place searched from may start one.)
+        host = (_HOST if start == window > 0 else _HOST_AT_LABEL).get().search(
+            source, start, hint.end())
         if host is not None and host.end() == hint.end():
             found.append(host.group(0).lower())
             spans.append((host.start(), host.end()))

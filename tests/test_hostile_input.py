@@ -270,6 +270,10 @@ SHAPES = {
         + "".join(_EVENT.format(i) for i in range(n // 90)).encode() + b"END:VCALENDAR\r\n"),
     "links": lambda n: _shape_message(_repeat("see https://t.example.com/a?b=c www.x.org ", n)),
     "hosts and paths": lambda n: _shape_message(_repeat("db1.example.org /var/log/x 42 ", n)),
+    # A run of capitals before each link: the host search was tried, and backtracked, at
+    # each place in the run (3.5 s at 4 MiB).
+    "capitals before links": lambda n: _shape_message(_repeat(
+        "X" * 77 + "#####http://x.example.com/a?b=1Order #12345\n", n)),
     # One long line full of what a step reads line by line: each place was looked up
     # back to the line's start (the gateway words, a campaign's tokens, labelled codes).
     "gateway words on one line": lambda n: _shape_message(
@@ -465,14 +469,15 @@ def test_every_charset_label_gives_text_and_a_fingerprint(label: str, body: byte
 
 def test_the_cost_search_bench_draws_shapes_and_marks_those_past_a_deadline() -> None:
     """bench/cost_search.py analyses random shapes and the costliest again at 1 and 4 MiB,
-    marking one past the deadline (here 0 s, so every one re-measured is)."""
+    marking one past the deadline or the memory bound (here 0 s and 0 MB, so every one
+    re-measured is)."""
     bench = Path(__file__).resolve().parent.parent / "bench" / "cost_search.py"
     done = subprocess.run([sys.executable, str(bench), "--shapes", "4", "--size", "4096",
-                           "--top", "1", "--deadline", "0"],
+                           "--top", "1", "--deadline", "0", "--memory", "0"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "past the deadline" in done.stdout and "shapes marked: 1" in done.stdout, \
-        done.stdout
+    assert "past the deadline, too much memory" in done.stdout, done.stdout
+    assert "shapes marked: 1" in done.stdout, done.stdout
     row = next(line for line in done.stdout.splitlines() if "past the deadline" in line)
-    seconds_at_4_mib = float(row.split()[3])
-    assert 0 < seconds_at_4_mib < 30
+    seconds_at_4_mib, peak_mb = float(row.split()[3]), float(row.split()[4])
+    assert 0 < seconds_at_4_mib < 30 and 10 < peak_mb < 500
