@@ -80,15 +80,15 @@ _PSEUDO_HEADER = Pattern(
 # with, pseudo-header lines and wrapped values (a line that starts with a space or tab
 # and holds more than white space).
 _PSEUDO_LINES = Pattern(rf"(?:{_PSEUDO_HEADER.source}[^\n]*+\n)*+", _I)
-_BLOCK_LINES = Pattern(rf"(?:(?:{_PSEUDO_HEADER.source}|[ \t](?=[^\n]*\S))[^\n]*+\n)*+", _I)
+_BLOCK_LINE = rf"(?:{_PSEUDO_HEADER.source}|[ \t](?=[^\n]*\S))[^\n]*+"
+_BLOCK_LINES = Pattern(rf"(?:{_BLOCK_LINE}\n)*+", _I)
 # Runs of three such lines or more, each read after a line break in "\n" + the text: a
 # reply header block has three header lines, one of them a date (:meth:`_Layout.reply_block`),
 # so a From: line in a shorter run, or in one without a date, heads none.
-_THREE_LINE_RUNS = Pattern(rf"\n((?:(?:{_PSEUDO_HEADER.source}|[ \t](?=[^\n]*\S))"
-                           rf"[^\n]*+(?:\n|\Z)){{3,}}+)", _I)
-# A text with more From: lines than this has those in shorter runs set aside before any
-# is weighed (600,000 "De: b" lines, each between blank lines, took 3.7 s weighed one by
-# one); most mail has a few.
+_THREE_LINE_RUNS = Pattern(rf"\n((?:{_BLOCK_LINE}(?:\n|\Z)){{3,}}+)", _I)
+# A text with more From: lines than this has those in shorter runs, and in runs without
+# a date, set aside before any is weighed (600,000 "De: b" lines, each between blank
+# lines, took 3.7 s weighed one by one); most mail has a few.
 _FROM_LINES_WEIGHED = 16
 # The first line of a reply header block (Outlook, Outlook Web, phones): "From: …".
 _BLOCK_FROM = Pattern(r"^[ \t]*\*?(?:from|von|de|van|da)\*?[ \t\xa0]*:[^\n]*\S", _M | _I)
