@@ -332,14 +332,13 @@ def _folded_rounds(text: str) -> Iterator[bytes]:
     that no run of it spans two rounds).  One substitution over a long text kept an object
     for each run it replaced: 137 MB for 4 MiB of "De: b" lines between blank lines, and
     a word list of it (split and join) 70 MB."""
+    data: bytes | str
     if text.isascii():
         data = text.encode("ascii").translate(_SPACES)
-        runs, not_space, strip = _SPACE_RUNS.get(), _NOT_A_SPACE.get(), b" "
-        space: bytes | str = b" "
+        runs, not_space, space = _SPACE_RUNS.get(), _NOT_A_SPACE.get(), b" "
     else:
         data = text                 # (pieces encoded one round at a time)
-        runs, not_space, strip = _OTHER_SPACES.get(), NOT_SPACE.get(), " "
-        space = " "
+        runs, not_space, space = _OTHER_SPACES.get(), NOT_SPACE.get(), " "
     start = 0
     while start < len(data):
         end = start + _FOLD_ROUND
@@ -350,9 +349,9 @@ def _folded_rounds(text: str) -> Iterator[bytes]:
             end = len(data)
         piece = runs.sub(space, data[start:end])
         if start == 0:
-            piece = piece.lstrip(strip)
+            piece = piece.lstrip(space)
         if end == len(data):
-            piece = piece.rstrip(strip)
+            piece = piece.rstrip(space)
         start = end
         yield piece if isinstance(piece, bytes) else piece.encode("utf-8", "surrogatepass")
 

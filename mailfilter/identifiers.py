@@ -91,16 +91,17 @@ _TLD_HINT = re.compile(rf"\.([a-z]{{2,11}}){_TLD_END}", re.IGNORECASE)
 _TLD_GROUPS = "|".join(
     f"{letter}(?:{'|'.join(tld[1:] for tld in _TLDS.split('|') if tld[0] == letter)})"
     for letter in sorted({tld[0] for tld in _TLD_SET}))
-_HOST = Pattern(rf"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.(?:{_TLD_GROUPS}){_TLD_END}",
-                re.IGNORECASE)
+# (Each label possessive: a label is followed by a dot or by the name's end, and no
+# character it could give back is a dot.)
+_HOST_NAME = rf"[a-z0-9][a-z0-9-]*+(?:\.[a-z0-9-]++)*\.(?:{_TLD_GROUPS}){_TLD_END}"
+_HOST = Pattern(_HOST_NAME, re.IGNORECASE)
 # The same, tried only where a label starts (no letter or digit before it): tried inside a
 # run of letters and digits, each place took that run again to its end, and backtracked
 # over it (a run of 77 capitals before each of 8,700 link sites: 0.8 s a MB).  A match
 # never starts inside a run where none starts at the run's first letter or digit (every
 # place in it reads the same label to the same end), so the first match is the same
 # wherever the letter or digit before the place searched from is also searched.
-_HOST_AT_LABEL = Pattern(rf"(?<![a-z0-9])[a-z0-9][a-z0-9-]*+(?:\.[a-z0-9-]++)*"
-                         rf"\.(?:{_TLD_GROUPS}){_TLD_END}", re.IGNORECASE)
+_HOST_AT_LABEL = Pattern(r"(?<![a-z0-9])" + _HOST_NAME, re.IGNORECASE)
 # Words are read as the shingles read them (runs of letters and digits, lower case).  A
 # word with a digit counts by its digits alone ("web03" is 03, "INV-0042" is 0042, "24want"
 # is 24: an edit that drops a space makes no new data), except a commit id or hash: a

@@ -79,13 +79,14 @@ _PSEUDO_HEADER = Pattern(
 # kept to backtrack into): pseudo-header lines; and the lines a header block goes on
 # with, pseudo-header lines and wrapped values (a line that starts with a space or tab
 # and holds more than white space).
-_PSEUDO_LINES = Pattern(rf"(?:{_PSEUDO_HEADER.source}[^\n]*+\n)*+", _I)
-_BLOCK_LINE = rf"(?:{_PSEUDO_HEADER.source}|[ \t](?=[^\n]*\S))[^\n]*+"
-_BLOCK_LINES = Pattern(rf"(?:{_BLOCK_LINE}\n)*+", _I)
+# (Each line with its break, or the text's end.)
+_PSEUDO_LINES = Pattern(rf"(?:{_PSEUDO_HEADER.source}[^\n]*+(?:\n|\Z))*+", _I)
+_BLOCK_LINE = rf"(?:{_PSEUDO_HEADER.source}|[ \t](?=[^\n]*\S))[^\n]*+(?:\n|\Z)"
+_BLOCK_LINES = Pattern(rf"(?:{_BLOCK_LINE})*+", _I)
 # Runs of three such lines or more, each read after a line break in "\n" + the text: a
 # reply header block has three header lines, one of them a date (:meth:`_Layout.reply_block`),
 # so a From: line in a shorter run, or in one without a date, heads none.
-_THREE_LINE_RUNS = Pattern(rf"\n((?:{_BLOCK_LINE}(?:\n|\Z)){{3,}}+)", _I)
+_THREE_LINE_RUNS = Pattern(rf"\n((?:{_BLOCK_LINE}){{3,}}+)", _I)
 # A text with more From: lines than this has those in shorter runs, and in runs without
 # a date, set aside before any is weighed (600,000 "De: b" lines, each between blank
 # lines, took 3.7 s weighed one by one); most mail has a few.
@@ -333,14 +334,8 @@ class _Layout:
             last = position
             newline = text.find("\n", position)
             line_end = len(text) if newline < 0 else newline + 1
-            content = text[position:line_end]
-            if not content.strip():
-                end = line_end              # a blank line ends the block, with it
-            elif newline < 0 and (_PSEUDO_HEADER.get().match(content)
-                                  or content[:1] in " \t"):
-                end = len(text)             # the last line, with no line break
-            else:
-                end = position
+            # A blank line ends the block, with it; another line, without it.
+            end = position if text[position:line_end].strip() else line_end
             firsts.insert(index + 1, start)
         runs[start] = (last, end)
         return end
@@ -445,12 +440,7 @@ class _Layout:
         """Where the pseudo-header lines from ``top`` (a top of :meth:`_top`) end: the
         start of the first line below that is none.  Each From: line before it (a From:
         line is a pseudo-header line) has ``top`` for its top."""
-        text = self.text
-        position = _PSEUDO_LINES.get().match(text, top).end()
-        if position < len(text) and text.find("\n", position) < 0 \
-                and _PSEUDO_HEADER.get().match(text, position):
-            return len(text)                # the last line, with no line break
-        return position
+        return _PSEUDO_LINES.get().match(self.text, top).end()
 
     def _blocks_below(self, end: int, begin: int) -> bool:
         """Every reply block :meth:`reply_block` could find from ``begin`` on starts below
