@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import quopri
+import re
 import time
 
 from helpers import make_message, make_mime, paragraph_text
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mailfilter.message import (
     WholeBodyDigest,
@@ -313,3 +317,36 @@ def test_an_end_tag_closes_only_an_element_that_is_open() -> None:
     # (20,000 units: 80,000 tags, under HTML_TAGS_MAX, past which every part is stripped.)
     text = html_to_text("<html><body>" + "<b>word</td></tr></table>" * 20_000)
     assert "wordword" not in text and text.split().count("word") == 20_000
+
+
+@given(st.binary(max_size=300), st.sampled_from([b" ", b"\n", b"\r\n", b"=", b"\t", b"*"]))
+def test_base64_with_any_bytes_between_decodes_as_the_alphabet_alone(data: bytes,
+                                                                     separator: bytes) -> None:
+    """Every byte outside the base64 alphabet is dropped before decoding (the padding is
+    put back by count): a body broken by spaces, tabs, stray "=" or garbage decodes to
+    what its alphabet characters say, as a lenient reader decodes it."""
+    encoded = base64.b64encode(data)
+    broken = separator.join(encoded[i:i + 3] for i in range(0, len(encoded), 3))
+    alphabet = re.sub(rb"[^A-Za-z0-9+/]", b"", broken)
+    assert binascii.a2b_base64(alphabet + b"=" * (-len(alphabet) % 4)) == data
+    parsed = parse(b"Content-Type: application/octet-stream\n"
+                   b"Content-Transfer-Encoding: base64\n\n" + broken)
+    assert [attachment.data for attachment in parsed.attachments] == ([data] if data else [])
+
+
+def test_a_multipart_of_many_parts_reads_no_more_than_are_walked(monkeypatch) -> None:
+    """The parts past the 200 that are walked are neither split out nor their headers
+    read (600,000 empty parts took 1.5 s): the text holds the first 200, the defect
+    says the rest were left."""
+    import mailfilter.message as message_module
+    read = []
+    real = message_module.read_headers
+    monkeypatch.setattr(message_module, "read_headers", lambda head: read.append(head)
+                        or real(head))
+    body = b"".join(b"--b\nContent-Type: text/plain\n\npart%d\n" % number
+                    for number in range(1, 5001)) + b"--b--\n"
+    parsed = parse(b"Content-Type: multipart/mixed; boundary=b\n\n" + body)
+    assert "part1\n" in parsed.text + "\n" and "part199" in parsed.text
+    assert "part201" not in parsed.text and "part4999" not in parsed.text
+    assert "too many MIME parts or nesting too deep" in parsed.defects
+    assert len(read) <= 202             # the message's own header and 201 parts
