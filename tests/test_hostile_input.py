@@ -478,13 +478,15 @@ def test_every_charset_label_gives_text_and_a_fingerprint(label: str, body: byte
     check_fingerprint(analyse(attachment, SETTINGS).fingerprint)
 
 
-def test_the_cost_search_bench_draws_shapes_and_marks_those_past_a_deadline() -> None:
-    """bench/cost_search.py analyses random shapes and the costliest again at 1 and 4 MiB,
-    marking one past the deadline or the memory bound (here 0 s and 0 MB, so every one
-    re-measured is)."""
+@pytest.mark.parametrize("kind", [[], ["--mime"]], ids=["text", "mime"])
+def test_the_cost_search_bench_draws_shapes_and_marks_those_past_a_deadline(
+        kind: list[str]) -> None:
+    """bench/cost_search.py analyses random shapes (text, or a multipart body's lines)
+    and the costliest again at 1 and 4 MiB, marking one past the deadline or the memory
+    bound (here 0 s and 0 MB, so every one re-measured is)."""
     bench = Path(__file__).resolve().parent.parent / "bench" / "cost_search.py"
     done = subprocess.run([sys.executable, str(bench), "--shapes", "4", "--size", "4096",
-                           "--top", "1", "--deadline", "0", "--memory", "0"],
+                           "--top", "1", "--deadline", "0", "--memory", "0", *kind],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "past the deadline, too much memory" in done.stdout, done.stdout
