@@ -15,6 +15,9 @@ HEADER_NAME = "X-Dupfilter"
 _OURS = re.compile(rb"x-dupfilter[ \t]*:", re.IGNORECASE)
 _UNSAFE = re.compile(r"[\r\n\x00]")
 BARE_LF = re.compile(rb"(?<!\r)\n")  # an LF with no CR before it (also smtpd.wire.to_crlf)
+# The lines at the top of a message that go above our header: an mbox "From " line, then
+# lines with leading white space.  (Each with its LF: a CRLF header has none without a CR.)
+_ENVELOPE = re.compile(rb"(?:From [^\n]*+(?:\n|\Z))?(?:[ \t][^\n]*+(?:\n|\Z))*+")
 
 
 def clean_value(value: str) -> str:
@@ -110,34 +113,39 @@ def _split(raw: bytes) -> _Split:
         header_end = raw.find(b"\n\n")
     head, body = (raw, b"") if header_end < 0 else (raw[:header_end + len(newline)],
                                                       raw[header_end + len(newline):])
-    lines = head.split(newline)
-    if lines and lines[-1] == b"":
-        lines.pop()
-    envelope: list[bytes] = []
-    if lines and lines[0].startswith(b"From "):
-        envelope.append(lines.pop(0))
-    while lines and lines[0][:1] in (b" ", b"\t"):
-        # Folded lines that continue no field: our header goes below them, or they would
-        # become its continuation lines (and be removed with it on the next hop).
-        envelope.append(lines.pop(0))
+    # An mbox ``From `` line, then folded lines that continue no field: our header goes
+    # below them, or they would become its continuation lines (and be removed with it on
+    # the next hop).  (Kept as one piece, found by one pattern: a list of lines popped at
+    # its head took 5 s for 260,000 such lines.)
+    start = _ENVELOPE.match(head).end()         # type: ignore[union-attr]
+    envelope = [head[:start].removesuffix(newline)] if start else []
     kept: list[bytes] = []
     removed = 0
-    dropping = in_body = False
-    for line in lines:
-        if in_body or line in (b"", b"\r"):
-            # An empty line before the separator found above (a message without header,
-            # or mixed line ends): the body starts here and is kept as it is.
-            in_body = True
-            kept.append(line)
-            continue
-        if dropping and line[:1] in (b" ", b"\t"):
-            removed += 1
-            continue
-        dropping = bool(_OURS.match(line))
-        if dropping:
-            removed += 1
-        else:
-            kept.append(line)
+    if start < len(head) and _OURS.search(head, start) is None:
+        # No field of ours anywhere: the other lines as they are, in one piece (a header
+        # of a million lines is not made a million objects).
+        kept.append(head[start:len(head) - len(newline)] if head.endswith(newline)
+                    else head[start:])
+    elif start < len(head):
+        lines = head[start:].split(newline)
+        if lines[-1] == b"":
+            lines.pop()
+        dropping = in_body = False
+        for line in lines:
+            if in_body or line in (b"", b"\r"):
+                # An empty line before the separator found above (a message without
+                # header, or mixed line ends): the body starts here and is kept as it is.
+                in_body = True
+                kept.append(line)
+                continue
+            if dropping and line[:1] in (b" ", b"\t"):
+                removed += 1
+                continue
+            dropping = bool(_OURS.match(line))
+            if dropping:
+                removed += 1
+            else:
+                kept.append(line)
     open_end = header_end < 0 and bool(raw) and not raw.endswith(newline)
     return _Split(newline, envelope, kept, removed, body, open_end, cr_first)
 

@@ -82,3 +82,29 @@ def test_pass_through_gives_the_original_when_removing_fails(monkeypatch) -> Non
     raw = b"X-Dupfilter: duplicate\n\nbody\n"
     out, error = pass_through(raw)
     assert out is raw and isinstance(error, KeyboardInterrupt)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.booleans(), st.lists(st.sampled_from([b" stray", b"\tstray", b" "]), max_size=3),
+       st.lists(st.tuples(header_names, header_values, continuations), max_size=5),
+       st.sampled_from([b"\n", b"\r\n"]), st.booleans())
+def test_our_header_goes_below_the_mbox_line_and_stray_folded_lines(
+        mbox: bool, stray: list[bytes], fields: list, newline: bytes, separator: bool) -> None:
+    """An mbox ``From `` line and folded lines that continue no field stay on top (our
+    header below them, or they would fold into it); every other field but ours follows,
+    byte for byte."""
+    envelope = ([b"From ann@example.org Mon Nov 30 10:00:00 2026"] if mbox else []) + stray
+    lines, expected = list(envelope), []
+    for name, value, folded in fields:
+        field = [f"{name}: {value}".encode()] + folded
+        lines += field
+        if not ours(field[0]):
+            expected += field
+    end = newline + b"body\n" if separator else b""
+    raw = newline.join(lines) + newline + end if lines else end
+    tagged = tag_message(raw, "unique")
+    if not lines and not separator:
+        assert tagged == b"X-Dupfilter: unique\n"      # (an empty message has no line end)
+        return
+    assert tagged == newline.join(envelope + [b"X-Dupfilter: unique"] + expected) + \
+        newline + end
