@@ -59,7 +59,7 @@ _LABELS = frozenset((
     "reservation", "membership", "member", "customer", "claim", "policy", "report",
     "balance", "is"))
 _SUBJECT_TAGS = Pattern(r"\[[^\]\d]{0,40}\]|\[[\w.-]{1,40} \d{1,7}\]"
-                        r"|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\])?\s*:", re.IGNORECASE)
+                        r"|\b(?:re|fwd?|aw|wg|sv|tr|vs)\s*(?:\[\d+\]\s*)?:", re.IGNORECASE)
 # Host names: labels ending in a top-level domain that networks really use (every country
 # code, the common generic ones, the private ones of internal networks); a dotted pair of
 # words in running text ending otherwise — "end.Start", "file.tcl" — is a typo, not a

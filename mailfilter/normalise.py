@@ -19,6 +19,7 @@ Patterns are compiled on first use.  Pure functions, no I/O.
 from __future__ import annotations
 
 import re
+from itertools import islice
 from urllib.parse import unquote
 
 from mailfilter.text import NOT_SPACE, Pattern, Prepared, register
@@ -39,9 +40,17 @@ def read_headers(head: bytes) -> list[tuple[str, str]]:
     A hand-rolled reader: no header objects are built, so a pathological 14 KB header
     costs microseconds.
     """
-    found = _HEADER_FIELD.get().findall(_UNFOLD.get().sub(" ", head.decode("latin-1")))
+    text = _UNFOLD.get().sub(" ", head.decode("latin-1"))
+    pattern = _HEADER_FIELD.get()
+    # (A long header is read a field at a time up to the cap: one findall made a tuple of
+    # each of its fields first, 140 MB for 4 MiB of short ones.)
+    found = pattern.findall(text) if len(text) <= _FINDALL_CHARS else \
+        [field.groups() for field in islice(pattern.finditer(text), HEADERS_MAX)]
     return [(name.lower(), value[:HEADER_FIELD_MAX].strip())
             for name, value in found[:HEADERS_MAX]]
+
+
+_FINDALL_CHARS = 256 * 1024
 
 
 def first_values(fields: list[tuple[str, str]]) -> dict[str, str]:
@@ -72,21 +81,21 @@ def _words(words: tuple[str, ...]) -> str:
 
 
 # "Re:", "AW[2]:", after an optional list tag ("[list] Re: …").
-_REPLY = Pattern(rf"\s*(?:\[[^\]]*\]\s*)?(?:{_words(REPLY_PREFIXES)})\s*(?:\[\d+\])?\s*:",
+_REPLY = Pattern(rf"\s*(?:\[[^\]]*\]\s*)?(?:{_words(REPLY_PREFIXES)})\s*(?:\[\d+\]\s*)?:",
                  re.IGNORECASE)
-_FORWARD = Pattern(rf"\s*(?:\[[^\]]*\]\s*)?(?:{_words(FORWARD_PREFIXES)})\s*(?:\[\d+\])?\s*:",
+_FORWARD = Pattern(rf"\s*(?:\[[^\]]*\]\s*)?(?:{_words(FORWARD_PREFIXES)})\s*(?:\[\d+\]\s*)?:",
                    re.IGNORECASE)
 # Every leading prefix and list tag (a tag with a number — "[Ticket #27271]" — names the
 # thread and stays).
 _ALL_PREFIXES = _words(REPLY_PREFIXES + FORWARD_PREFIXES + RESEND_PREFIXES)
-_LEADING = Pattern(rf"^(?:\s*(?:\[[^\]\d]{{0,60}}\]|(?:{_ALL_PREFIXES})\s*(?:\[\d+\])?\s*:))+",
+_LEADING = Pattern(rf"^(?:\s*(?:\[[^\]\d]{{0,60}}\]|(?:{_ALL_PREFIXES})\s*(?:\[\d+\]\s*)?:))+",
                    re.IGNORECASE)
 _MARKS = Pattern(rf"\s*[(\[](?:{_words(RESEND_MARKS)})[)\]]\s*", re.IGNORECASE)
 # Anywhere in a subject: list tags (also with the list's post number, "[Python-list 1234]",
 # Mailman's %d: one post cross-posted to two such lists has two numbers, and is still one
 # post) and reply and forward prefixes.
 _TAGS = Pattern(rf"\[[^\]\d]{{0,40}}\]|\[[\w.-]{{1,40}} \d{{1,7}}\]"
-                rf"|\b(?:{_words(REPLY_PREFIXES + FORWARD_PREFIXES)})\s*(?:\[\d+\])?\s*:",
+                rf"|\b(?:{_words(REPLY_PREFIXES + FORWARD_PREFIXES)})\s*(?:\[\d+\]\s*)?:",
                 re.IGNORECASE)
 
 
@@ -143,7 +152,12 @@ def bare_message_id(message_id: str) -> str:
 
 # -- addresses --------------------------------------------------------------------------
 
-_ADDRESS = Pattern(r"<([^<>\s]+@[^<>\s]+)>|([^\s<>\"(),;:]+@[^\s<>\"(),;:]+)")
+# (A bare address is tried only where a run of address characters starts: tried inside
+# one, each place took the run to its end again and backtracked over it — 27 s for a
+# forwarded "From: @aaa…" line of 127 KB.  Where a place inside a run has a match, so has
+# the run's start, ending at the same "@": the same first match.)
+_ADDRESS = Pattern(r"<([^<>\s]+@[^<>\s]+)>"
+                   r"|(?<![^\s<>\"(),;:])([^\s<>\"(),;:]+@[^\s<>\"(),;:]+)")
 
 
 def address_of(value: str) -> str | None:

@@ -15,9 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # A separator is a "From " line after a blank line that ends in a date's year (as mutt's
-# is_from does), so that an unescaped "From here on" in a body does not split a message.
+# is_from does), so that an unescaped "From here on" in a body does not split a message:
+# a time, then four digits, then the line's end.  (The line's first time and the first
+# four digits after it, each taken for good: a line has those iff it has any such pair.
+# Tried with every pair, a crafted line of times cost 20 s in 128 KB, and one without a
+# line break at the end of a file grew with the cube of its length.)
 _MBOX_SEPARATOR = re.compile(
-    rb"(?:\A|\n\n)(From [^\n]*?\d\d:\d\d(?::\d\d)?[^\n]*?\d{4}[^\n]*\n)")
+    rb"(?:\A|\n\n)(From (?>[^\n]*?\d\d:\d\d)(?>[^\n]*?\d{4})[^\n]*+\n)")
 _MBOXRD_QUOTED = re.compile(rb"^>(>*From )", re.MULTILINE)
 _HEADER_START = re.compile(rb"\A(From [^\n]*\n)?[!-9;-~]+[ \t]*:")
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from mailfilter.headers import BARE_LF
 
-_LEADING_DOT = re.compile(rb"^\.", re.MULTILINE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -52,7 +51,9 @@ def to_crlf(data: bytes) -> bytes:
     early at a next hop that takes bare LF for a line end.
     """
     if b"\n" in data and BARE_LF.search(data):
-        data = BARE_LF.sub(b"\r\n", data)
+        # (Two C passes: a substitution kept an object for each of a crafted message's
+        # millions of bare LFs, 360 MB for 4 MiB.)
+        data = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
     if data and not data.endswith(b"\r\n"):
         data += b"\r\n"
     return data
@@ -60,9 +61,11 @@ def to_crlf(data: bytes) -> bytes:
 
 def dot_stuff(message: bytes) -> bytes:
     """A CRLF message → DATA payload: lines starting with ``.`` doubled, final ``.``."""
-    if message.startswith(b".") or b"\n." in message:
-        message = _LEADING_DOT.sub(b"..", message)
-    return message + b".\r\n"
+    if message.startswith(b"."):
+        message = b"." + message
+    # (Every line start but the first follows an LF: one C pass, not a substitution that
+    # kept an object for each of a million dot lines, 300 MB for 4 MiB.)
+    return message.replace(b"\n.", b"\n..") + b".\r\n"
 
 
 def envelope_path(address: str) -> bytes:
