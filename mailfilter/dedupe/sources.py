@@ -575,20 +575,32 @@ def undo_mbox(path: Path, entries: list[dict[str, object]], completed: bool) -> 
 def _take_back(target: Path, moved: list[dict[str, object]]) -> dict[str, bytes]:
     """Remove the moved messages from ``target``; their original bytes by digest."""
     wanted = {str(entry["sha256"]): entry for entry in moved}
+    # A chunk is a moved message and its padding: looked up by the paddings it ends with
+    # and the length left, it is hashed once for each padding, not once for each moved
+    # message (16,000 of them took 14 s).  (Several matches: the first moved.)
+    order = {digest: number for number, digest in enumerate(wanted)}
+    shapes: dict[bytes, dict[int, set[str]]] = {}
+    for digest, entry in wanted.items():
+        shapes.setdefault(str(entry["padding"]).encode(), {}).setdefault(
+            int(entry["length"]), set()).add(digest)      # type: ignore[call-overload]
     found: dict[str, bytes] = {}
     with mbox_locked(target):
         data = target.read_bytes()
         out, last = [], 0
         for offset, length in mbox_chunks(data):
             chunk = data[offset:offset + length]
-            for digest, entry in wanted.items():
-                original = chunk[:int(entry["length"])]    # type: ignore[call-overload]
-                if digest not in found and sha256(original) == digest \
-                        and chunk[len(original):] == str(entry["padding"]).encode():
-                    found[digest] = original
-                    out.append(data[last:offset])
-                    last = offset + length
-                    break
+            matches = []
+            for padding, lengths in shapes.items():
+                digests = lengths.get(length - len(padding)) if chunk.endswith(padding) \
+                    else None
+                if digests and (digest := sha256(chunk[:length - len(padding)])) in digests \
+                        and digest not in found:
+                    matches.append(digest)
+            if matches:
+                digest = min(matches, key=order.__getitem__)
+                found[digest] = chunk[:int(wanted[digest]["length"])]  # type: ignore[call-overload]
+                out.append(data[last:offset])
+                last = offset + length
         out.append(data[last:])
         rewrite_atomically(target, b"".join(out))
     return found
