@@ -23,6 +23,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import SplitResult, unquote, urlsplit
@@ -545,6 +546,7 @@ def undo_mbox(path: Path, entries: list[dict[str, object]], completed: bool) -> 
     with mbox_locked(path):
         data = path.read_bytes()
         takes: dict[Path, list[dict[str, object]]] = {}
+        edits: list[tuple[int, int, bytes]] = []
         for entry in reversed(entries):
             offset = int(entry["offset"])          # type: ignore[call-overload]
             if entry["op"] == "mbox-edit":
@@ -552,13 +554,15 @@ def undo_mbox(path: Path, entries: list[dict[str, object]], completed: bool) -> 
                 if data[offset:offset + len(new)] != new:
                     said.append(f"CHANGED since: {path} at byte {offset}, flag left")
                     continue
-                data = data[:offset] + old + data[offset + len(new):]
+                edits.append((offset, len(new), old))
                 said.append(f"unflagged {path} at byte {offset}")
             elif entry["op"] == "mbox-move":
                 takes.setdefault(Path(str(entry["to"])), []).append(entry)
+        data = _spliced(data, edits)
         restored: dict[str, bytes] = {}
         for target, moved in takes.items():
             restored.update(_take_back(target, moved))
+        inserts: list[tuple[int, int, bytes]] = []
         for entry in reversed(entries):
             if entry["op"] == "mbox-move":
                 chunk = restored.get(str(entry["sha256"]))
@@ -566,10 +570,28 @@ def undo_mbox(path: Path, entries: list[dict[str, object]], completed: bool) -> 
                     said.append(f"MISSING from {entry['to']}: message {entry['sha256'][:12]}")
                     continue
                 offset = int(entry["offset"])      # type: ignore[call-overload]
-                data = data[:offset] + chunk + data[offset:]
+                inserts.append((offset, 0, chunk))
                 said.append(f"restored {path} at byte {offset}")
-        rewrite_atomically(path, data)
+        rewrite_atomically(path, _spliced(data, inserts))
     return said
+
+
+def _spliced(data: bytes, splices: list[tuple[int, int, bytes]]) -> bytes:
+    """``data`` with each ``(offset, length, bytes put)`` of ``splices`` done in turn, each
+    in the bytes the one before left.  A rewrite's log read backwards has each below the
+    one before: then in one pass (one splice after another copied the whole file each
+    time, 16,000 flags took 12 s), each inside the file; otherwise one by one."""
+    if all(lower + length <= upper for (upper, _, _), (lower, length, _)
+           in pairwise([(len(data), 0, b""), *splices])):
+        pieces, end = [], len(data)
+        for offset, length, put in splices:
+            pieces += (data[offset + length:end], put)
+            end = offset
+        pieces.append(data[:end])
+        return b"".join(reversed(pieces))
+    for offset, length, put in splices:
+        data = data[:offset] + put + data[offset + length:]
+    return data
 
 
 def _take_back(target: Path, moved: list[dict[str, object]]) -> dict[str, bytes]:
