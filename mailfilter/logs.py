@@ -45,6 +45,7 @@ SMTPD_LINE = ("queue", "client", "from", "rcpts", "bytes", "verdict", "action", 
               "note", "error", "maybe_delivered", "reply", "next_hop", "queued_as",
               "recorded", "ms")
 SMTPD_REFUSED_LINE = ("client", "action", "reason", "limit", "reply")
+MILTER_REFUSED_LINE = ("queue", "action", "reason", "limit", "bytes", "rcpts", "reply")
 # Keys left out of a line while they have no value.
 _WHEN_SET = frozenset(("dropped", "note", "error", "maybe_delivered"))
 # Keys whose attribute has another name.

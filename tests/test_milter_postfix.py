@@ -327,3 +327,26 @@ def test_tcp_milter_has_no_nagle_stall(postfix, milter):
     assert fixed < 45 and fixed < stalled / 2, \
         f"TCP message took {fixed:.1f} ms (stalled: {stalled:.1f} ms, best of {rounds})"
     postfix.wait_for_delivery(12 * (1 + rounds), recipient="bob@sink.test")
+
+
+def test_a_message_with_more_forged_headers_than_can_be_taken_out_is_refused(postfix,
+                                                                             milter):
+    """Each incoming X-Dupfilter is deleted by an edit of its own, on which Postfix's
+    cleanup spends longer the more there are (20,000 made it panic, and the message
+    tempfailed on every try): past 100 the message is refused, said in the log; up to
+    100 every one is taken out."""
+    d = milter("")
+    many = message().replace(b"\r\nSubject:", b"\r\n" + b"X-Dupfilter: unique\r\n" * 101
+                             + b"Subject:", 1)
+    with pytest.raises(smtplib.SMTPDataError) as refused:
+        postfix.send(many, "finance@example.test", ["alice@maildir.test"])
+    assert refused.value.smtp_code == 554 and b"5.7.1" in refused.value.smtp_error
+    line, = d.wait_lines(1)
+    assert line["action"] == "refused" and line["reason"] == "incoming-headers", line
+    allowed = message().replace(b"\r\nSubject:", b"\r\n" + b"X-Dupfilter: unique\r\n" * 100
+                                + b"Subject:", 1)
+    postfix.send(allowed, "finance@example.test", ["alice@maildir.test"])
+    copy, = postfix.wait_for_delivery(1)
+    head = copy.data.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]
+    fields = re.findall(rb"^x-dupfilter[ \t]*:(.*)$", head, re.IGNORECASE | re.MULTILINE)
+    assert [value.strip() for value in fields] == [b"unique"], fields[:3]

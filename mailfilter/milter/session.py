@@ -26,6 +26,7 @@ from mailfilter.headers import HEADER_NAME, clean_value
 from mailfilter.logs import (
     MILTER_ERROR_LINE,
     MILTER_LINE,
+    MILTER_REFUSED_LINE,
     Outcome,
     OutcomeLog,
     ThrottledWarning,
@@ -50,6 +51,11 @@ PROGRAM = "dupfilter-milter"
 ACTION_FLAGS = Milter.ADDHDRS | Milter.CHGHDRS | Milter.DELRCPT | Milter.QUARANTINE
 # Header bytes kept per message (the MTA limits headers too; this bounds memory).
 MAX_HEADER_BYTES = 1024 * 1024
+# Incoming X-Dupfilter fields a message may carry: each is deleted by an edit of its own,
+# and Postfix's cleanup spends longer on each edit the more there are (10,000 took it 3 s;
+# 20,000 made it panic, the message tempfailed on every try).  Mail never carries more
+# than one of ours: a message with more than this many is refused (554 5.7.1).
+MAX_INCOMING_HEADERS = 100
 # The reply to a message that arrives while the milter stops (SIGTERM): try again later.
 RESTARTING_TEXT = "dupfilter is restarting, try again later"
 
@@ -284,6 +290,8 @@ class DupfilterMilter(Milter.Base):
         self.started = time.monotonic()
         outcome = Outcome(MILTER_LINE, queue=self._queue_id())
         try:
+            if self.ours > MAX_INCOMING_HEADERS:
+                return self._refuse_forged(outcome.queue)
             if self.problem:
                 raise RuntimeError(self.problem)
             engine = rt.engine()
@@ -338,6 +346,18 @@ class DupfilterMilter(Milter.Base):
         finally:
             self._end_message()
             self._reset()
+
+    def _refuse_forged(self, queue: str | None) -> int:
+        """554 5.7.1 for a message with more than MAX_INCOMING_HEADERS X-Dupfilter fields
+        (forged: they could not all be taken out), with its log line."""
+        self.setreply("554", "5.7.1", _reply_text(
+            f"too many {HEADER_NAME} header fields ({self.ours}), none may come from outside"))
+        size, capped = self._size()
+        self.runtime.outcomes.log(Outcome(
+            MILTER_REFUSED_LINE, action=Action.REFUSED, queue=queue,
+            refused_for="incoming-headers", limit=MAX_INCOMING_HEADERS, size=size,
+            capped=capped, rcpts=len(self.recipients), reply=554))
+        return Milter.REJECT
 
     def _apply(self, disposition: Disposition) -> int:
         """The disposition as pymilter calls; returns the answer to end of message."""
