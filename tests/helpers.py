@@ -6,9 +6,14 @@ import random
 import re
 import subprocess
 import sys
+import tracemalloc
+from collections.abc import Callable
 from email.message import EmailMessage
 from email.policy import SMTP, default
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # A vocabulary big enough that two generated texts share few 5-word shingles by chance.
 _WORDS = (
@@ -126,3 +131,14 @@ can decide on the budget request in the same session.
 Thanks,
 Ann
 """
+
+
+def peak_allocated(work: Callable[[], T]) -> tuple[T, int]:
+    """``work()``'s result and the most memory Python held for it at once (tracemalloc):
+    a step that keeps an object for each line of its input shows there."""
+    tracemalloc.start()
+    try:
+        result = work()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -413,17 +413,12 @@ def test_many_contents_under_one_message_id_are_each_analysed_once(monkeypatch) 
 def test_trace_fields_are_read_in_memory_independent_of_their_lines() -> None:
     """The trace pattern kept a place to backtrack to for each continuation line of a
     Received: field (175 MB for 4 MiB); now possessive, it holds none."""
-    import tracemalloc
+    from helpers import peak_allocated
 
     from mailfilter.dedupe.plan import below_trace
 
     raw = b"Received: from a\n" + b" by b\n" * 300_000 + b"Subject: s\n\nbody\n"
-    tracemalloc.start()
-    try:
-        rest = below_trace(raw)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    rest, peak = peak_allocated(lambda: below_trace(raw))
     assert rest == b"Subject: s\n\nbody\n"
     assert peak < 2 * len(raw), peak
 

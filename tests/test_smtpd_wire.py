@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from hypothesis import strategies as st
 from mailfilter.smtpd import protocol, wire
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import run_fuzzer  # noqa: E402
+from helpers import peak_allocated, run_fuzzer  # noqa: E402
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 
@@ -125,10 +124,5 @@ def test_rewriting_a_mib_of_short_lines_allocates_about_the_message(
     """A substitution over the whole message kept an object for each of a million lines
     (300–360 MB for 4 MiB, in the daemon that serves every session); now the peak of
     Python's allocations for 1 MiB stays under five times the message."""
-    tracemalloc.start()
-    try:
-        rewritten = rewrite(data)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    rewritten, peak = peak_allocated(lambda: rewrite(data))
     assert rewritten and peak < 5 * len(data), (name, peak)
