@@ -341,12 +341,8 @@ def _folded_rounds(text: str) -> Iterator[bytes]:
         runs, not_space, space = _OTHER_SPACES.get(), NOT_SPACE.get(), " "
     start = 0
     while start < len(data):
-        end = start + _FOLD_ROUND
-        if end < len(data):
-            following = not_space.search(data, end)
-            end = len(data) if following is None else following.start()
-        else:
-            end = len(data)
+        following = not_space.search(data, start + _FOLD_ROUND)
+        end = len(data) if following is None else following.start()
         piece = runs.sub(space, data[start:end])
         if start == 0:
             piece = piece.lstrip(space)

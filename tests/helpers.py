@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import re
 import subprocess
 import sys
+import time
 import tracemalloc
 from collections.abc import Callable
 from email.message import EmailMessage
@@ -142,3 +144,21 @@ def peak_allocated(work: Callable[[], T]) -> tuple[T, int]:
         return result, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def best_cpu_seconds(work: Callable[[], object], rounds: int = 3) -> float:
+    """The least CPU time ``work()`` took in ``rounds`` runs, the garbage collector held off
+    (its passes over a large input's objects are the interpreter's, not the step's), the
+    best of a few because a machine whose other work evicts our caches makes single runs
+    unlucky: what the tests of linear cost compare between two sizes."""
+    best = float("inf")
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            started = time.process_time()
+            work()
+            best = min(best, time.process_time() - started)
+    finally:
+        gc.enable()
+    return best

@@ -5,7 +5,6 @@ No exception may escape parsing, fingerprinting or the filter; time and memory s
 
 from __future__ import annotations
 
-import gc
 import resource
 import shutil
 import subprocess
@@ -15,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import make_message, paragraph_text, run_fuzzer
+from helpers import best_cpu_seconds, make_message, paragraph_text, run_fuzzer
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support.cli import DUPFILTER
@@ -302,17 +301,8 @@ def _analysed(raw: bytes) -> None:
 
 
 def _cost_per_kb(raw: bytes, work: Callable[[bytes], object] = _analysed) -> float:
-    """CPU seconds a KB of ``raw`` costs to analyse (or other ``work``), the garbage
-    collector held off (its passes over a 5 MB message's objects are the interpreter's,
-    not a step's, and made a run on a loaded machine pass 2x)."""
-    gc.collect()
-    gc.disable()
-    try:
-        started = time.process_time()
-        work(raw)
-        return (time.process_time() - started) / (len(raw) / 1024)
-    finally:
-        gc.enable()
+    """CPU seconds a KB of ``raw`` costs to analyse (or other ``work``), one run."""
+    return best_cpu_seconds(lambda: work(raw), rounds=1) / (len(raw) / 1024)
 
 
 @pytest.mark.slow

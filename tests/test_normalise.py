@@ -5,9 +5,9 @@ forwarded message's ``From:`` line in a body is not)."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 
+from helpers import best_cpu_seconds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,12 +30,7 @@ def test_an_address_is_the_first_one_a_search_from_every_place_finds(value: str)
 
 
 def _cpu_per_kb(work: Callable[[str], object], value: str) -> float:
-    best = float("inf")
-    for _ in range(3):
-        started = time.process_time()
-        work(value)
-        best = min(best, time.process_time() - started)
-    return best / (len(value) / 1024)
+    return best_cpu_seconds(lambda: work(value)) / (len(value) / 1024)
 
 
 def test_crafted_values_cost_linear_time() -> None:
@@ -63,12 +58,6 @@ def test_a_forwarded_from_line_of_one_long_run_is_read_in_linear_time() -> None:
         return (b"From: ann@example.org\nSubject: Fwd: r\n\nSee below.\n\n"
                 b"---------- Forwarded message ---------\nFrom: @" + b"a" * n +
                 b"\nSubject: r\nTo: b@example.org\n\nHello Bob, the figures.\n")
-    small = min(_timed(parse, message(16 * 1024)) for _ in range(3)) / 16
-    large = min(_timed(parse, message(512 * 1024)) for _ in range(3)) / 512
+    small = best_cpu_seconds(lambda: parse(message(16 * 1024))) / 16
+    large = best_cpu_seconds(lambda: parse(message(512 * 1024))) / 512
     assert large <= 2 * max(small, 2e-6), (small, large)
-
-
-def _timed(work: Callable[[bytes], object], raw: bytes) -> float:
-    started = time.process_time()
-    work(raw)
-    return time.process_time() - started
