@@ -71,6 +71,9 @@ CONSOLE_SCRIPTS = ("dupfilter", "dupfilter-db", "dupfilter-milter", "dupfilter-s
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT_PATH = f"{SCRIPTS}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CONFIG = Path("/etc/dupfilter/dupfilter.toml")
+# root's temporary files (README's `mktemp -d` store): in the work folder, which the
+# caller removes, not in the host's /tmp, which no overlay covers.
+TEMPORARY = WORK / "tmp"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -85,6 +88,7 @@ def private_system() -> Iterator[None]:
                         f"lowerdir={target},upperdir={layer}/upper,workdir={layer}/work",
                         target], check=True)
     forget_installation()
+    TEMPORARY.mkdir()
     Path("/root").chmod(0o711)
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     files = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=REPO,
@@ -138,7 +142,7 @@ def root_env(**extra: str) -> dict[str, str]:
     return {"PATH": ROOT_PATH, "HOME": "/root", "USER": "root", "LOGNAME": "root",
             "SHELL": "/bin/bash", "LANG": "C.UTF-8", "PIP_NO_INDEX": "1",
             "PIP_NO_BUILD_ISOLATION": "0", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-            "PIP_ROOT_USER_ACTION": "ignore", **extra}
+            "PIP_ROOT_USER_ACTION": "ignore", "TMPDIR": str(TEMPORARY), **extra}
 
 
 def sh(script: str, *, cwd: Path = CHECKOUT, env: dict[str, str] | None = None,

@@ -21,8 +21,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,13 @@ BAD_CONFIG = WORK / "bad.toml"
 BAD_CONFIG.write_text("[detector]\nno_such_key = 1\n")
 BLOCKER = WORK / "a-file"
 BLOCKER.write_text("a file where a store folder should be")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _work_removed() -> Iterator[None]:
+    """The module's folder goes with its tests (it was left in /tmp at every run)."""
+    yield
+    shutil.rmtree(WORK, ignore_errors=True)
 
 MODES = [[], ["--tag"], ["--check"], ["--tag", "--check"], ["--check", "--tag"], ["--ta"],
          ["--chec"], ["--tag", "--tag"], ["--check", "--check"]]
