@@ -20,6 +20,12 @@ differ and in which fields, and the first few differing messages.
     python bench/analyse_cost.py --compare /tmp/main          # this checkout against main
     python bench/analyse_cost.py --compare /tmp/main --extra /tmp/rw --rounds 5
     python bench/analyse_cost.py --slowest 10                 # also the slowest messages
+    python bench/analyse_cost.py --compare /tmp/main --by-size  # also by message size
+
+``--by-size``: the same means for the messages of each size class (bytes of the raw
+message, headers included), each checkout's ratio to the first's, and each class's share
+of the first checkout's total: where a ratio comes from (small messages pay every step's
+fixed cost, long ones the per-byte cost).
 """
 
 from __future__ import annotations
@@ -214,6 +220,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="without numpy, as the pipe filter runs")
     parser.add_argument("--slowest", type=int, default=0, metavar="N",
                         help="also list the N slowest messages of each checkout")
+    parser.add_argument("--by-size", action="store_true",
+                        help="also the means by message size, and each size's share")
     return parser.parse_args(argv)
 
 
@@ -227,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="dupfilter-analyse-") as name:
         tmp = Path(name)
         paths = message_paths(args.corpus, args.extra, tmp, args.limit)
+        sizes = [path.stat().st_size for path in paths]     # (the corpus is unpacked in tmp)
         files = tmp / "files.txt"
         files.write_text("\n".join(str(path) for path in paths))
         results: list[list[dict]] = [[] for _ in checkouts]
@@ -279,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"  {line}")
         else:
             print(f"every message analysed alike by {label} (every shared field)")
+    if args.by_size:
+        print_by_size(sizes, labels, results)
     if args.slowest:
         for label, runs in zip(labels, results, strict=True):
             per_message = [statistics.median(r["analyse"][i] for r in runs)
@@ -288,6 +299,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             for i in ranked:
                 print(f"  {per_message[i] * 1000:8.2f} ms  {paths[i]}")
     return status
+
+
+# Upper bounds (bytes of the raw message) of the size classes of ``--by-size``.
+SIZE_CLASSES = (2_000, 4_000, 8_000, 16_000, 32_000, None)
+
+
+def print_by_size(sizes: Sequence[int], labels: Sequence[str],
+                  results: Sequence[list[dict]]) -> None:
+    """Mean µs a message per size class and checkout (each message's median over rounds),
+    the ratio to the first checkout's, and the class's share of the first's total."""
+    per_message = [[statistics.median(r["analyse"][i] for r in runs)
+                    for i in range(len(sizes))] for runs in results]
+    first_total = sum(per_message[0])
+    header = ["size", "messages", *(f"µs ({label})" if n == 0 else f"µs, x first ({label})"
+                                    for n, label in enumerate(labels)), "share of first"]
+    rows = [header]
+    low = 0
+    for high in SIZE_CLASSES:
+        members = [i for i, size in enumerate(sizes)
+                   if size > low and (high is None or size <= high)]
+        name = f"> {low:,}" if high is None else f"{low:,}-{high:,}"
+        low = high or low
+        if not members:
+            continue
+        means = [sum(times[i] for i in members) / len(members) for times in per_message]
+        cells = [f"{means[0] * 1e6:.0f}"] + [f"{mean * 1e6:.0f}, {mean / means[0]:.2f}"
+                                            for mean in means[1:]]
+        share = sum(per_message[0][i] for i in members) / first_total
+        rows.append([name, f"{len(members):,}", *cells, f"{share:.0%}"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    print("by message size (bytes, headers included):")
+    for number, row in enumerate(rows):
+        print("  " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
+        if number == 0:
+            print("  " + "  ".join("-" * w for w in widths))
 
 
 if __name__ == "__main__":
