@@ -2,12 +2,22 @@
 
     python bench/smtpd_load.py                       # 5 rounds of 1000 messages per path
     python bench/smtpd_load.py --rounds 3 --messages 300 --sessions 8
+    python bench/smtpd_load.py --rounds 3 --messages 600 --reference
 
 One private Postfix instance (tests/support/postfix.py, as root, loopback only) has two entry
 smtpd services that differ only in where their ``content_filter`` points:
 
     no-filter loop:  smtp-source ─► smtpd B ─► scan ─► smtpd R2 (re-injection) ─► sink
     dupfilter loop:  smtp-source ─► smtpd A ─► scan ─► dupfilter-smtpd ─► smtpd R ─► sink
+
+With ``--reference`` a third entry passes its mail through bench/peers/minimal_relay.py
+instead, an aiosmtpd filter that does nothing but relay (the least a content filter in
+Python costs; the SMTP counterpart of the minimal milter):
+
+    minimal relay loop: smtp-source ─► smtpd M ─► scan ─► minimal_relay.py ─► smtpd R3 ─► sink
+
+(each filter with its own re-injection service: a filter's kept-open connections hold
+that service's smtpd processes)
 
 The fair baseline is the no-filter *loop*, not a plain smtpd: each message
 there also passes cleanup, qmgr and smtp twice, so the difference is dupfilter-smtpd's own
@@ -51,9 +61,15 @@ SMTP_SOURCE = shutil.which("smtp-source") or "/usr/sbin/smtp-source"
 
 
 def master_cf(filter_port: int, reinject: int, plain_entry: int, plain_reinject: int,
-              maxproc: int) -> list[str]:
+              maxproc: int, relay_entry: int | None = None, relay_port: int = 0,
+              relay_reinject: int = 0) -> list[str]:
     reinjection = reinjection_options("permit_mynetworks,reject")
-    return [
+    relay = [f"127.0.0.1:{relay_entry} inet n  -       n       -       -       smtpd",
+             f"  -o content_filter=scan:[127.0.0.1]:{relay_port}",
+             "  -o receive_override_options=no_address_mappings",
+             f"127.0.0.1:{relay_reinject} inet n  -       n       -       {maxproc}      smtpd",
+             *reinjection] if relay_entry else []
+    return [*relay,
         f"scan      unix  -       -       n       -       {maxproc}      smtp",
         "  -o smtp_send_xforward_command=yes",
         "  -o disable_mime_output_conversion=yes",
@@ -133,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of rest before each path (queues drain, CPUs settle)")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument("--reference", action="store_true",
+                        help="add a loop through bench/peers/minimal_relay.py, an aiosmtpd "
+                             "filter that only relays (the floor of a Python SMTP filter)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("smtpd_load: needs root (a private Postfix master)", file=sys.stderr)
@@ -141,9 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="dupfilter-smtpd-load-"))
     root.chmod(0o755)
     filter_port, reinject, plain_entry, plain_reinject = (free_port() for _ in range(4))
+    relay_entry, relay_port, relay_reinject = (free_port(), free_port(), free_port()) \
+        if args.reference else (None, 0, 0)
     pf = PostfixHarness(root / "postfix", keep=False,
                         master_cf=master_cf(filter_port, reinject, plain_entry,
-                                            plain_reinject, args.connections),
+                                            plain_reinject, args.connections,
+                                            relay_entry, relay_port, relay_reinject),
                         main_cf=["default_process_limit = 100"],
                         smtpd_options=[f"content_filter=scan:[127.0.0.1]:{filter_port}",
                                        "receive_override_options=no_address_mappings"])
@@ -153,26 +175,39 @@ def main(argv: list[str] | None = None) -> int:
          f"127.0.0.1:{filter_port}", "--next-hop", f"127.0.0.1:{reinject}", "--db",
          str(root / "db"), "--connections", str(args.connections), "--allow-root"],
         stderr=log, stdout=subprocess.DEVNULL)
+    # The filters' processes, by the loop they serve.
+    daemons = {"dupfilter loop": daemon}
+    if args.reference:
+        daemons["minimal relay loop"] = subprocess.Popen(
+            [sys.executable, str(HERE / "peers" / "minimal_relay.py"), str(relay_port),
+             str(relay_reinject)], stderr=log, stdout=subprocess.DEVNULL)
     paths = {"no-filter loop": plain_entry, "dupfilter loop": 0}
+    if args.reference:
+        paths["minimal relay loop"] = relay_entry
     rows: list[dict[str, float]] = []
     lost = 0
     peak_mb = float("nan")
     try:
         wait_for_port("127.0.0.1", filter_port)
+        if args.reference:
+            wait_for_port("127.0.0.1", relay_port)
         pf.start()
         paths["dupfilter loop"] = pf.port
-        for port in (plain_entry, plain_reinject, reinject):
-            wait_for_port("127.0.0.1", port)
+        for port in (plain_entry, plain_reinject, reinject, relay_entry, relay_reinject):
+            if port:
+                wait_for_port("127.0.0.1", port)
         for port in paths.values():             # warm-up: processes, caches, the store
             run_path(pf, port, 50, args.sessions, args.size, args.timeout)
         for number in range(1, args.rounds + 1):
             order = list(paths.items())
-            if number % 2 == 0:
-                order.reverse()
+            shift = (number - 1) % len(order)           # each path first in turn
+            order = order[shift:] + order[:shift]
             row: dict[str, float] = {"round": number}
             for name, port in order:
                 time.sleep(args.pause)
-                cpu, pf_cpu = cpu_seconds(daemon.pid), postfix_cpu(pf)
+                process = daemons.get(name)
+                cpu = cpu_seconds(process.pid) if process else 0.0
+                pf_cpu = postfix_cpu(pf)
                 seconds, delivered, accepted = run_path(pf, port, args.messages,
                                                         args.sessions, args.size,
                                                         args.timeout)
@@ -181,27 +216,38 @@ def main(argv: list[str] | None = None) -> int:
                 row[name] = args.messages / seconds
                 row[name + " accept"] = args.messages / accepted
                 row[name + " extra"] = max(0, delivered - args.messages)
-                if name == "dupfilter loop":
-                    row["cpu ms/msg"] = (cpu_seconds(daemon.pid) - cpu) * 1000 / args.messages
+                if process:
+                    row[name + " cpu"] = (cpu_seconds(process.pid) - cpu) * 1000 / args.messages
+            row["cpu ms/msg"] = row["dupfilter loop cpu"]
             row["ratio"] = row["dupfilter loop"] / row["no-filter loop"]
+            if args.reference:
+                relay = "minimal relay loop"
+                row["relay ratio"] = row[relay] / row["no-filter loop"]
+                row["relay cpu ratio"] = row["no-filter loop postfix cpu"] / (
+                    row[relay + " postfix cpu"] + row[relay + " cpu"])
+                row["relay ratio, dupfilter"] = row["dupfilter loop"] / row[relay]
             # CPU-bound estimate: the plain loop's CPU per message over the filter loop's
             # (its Postfix processes plus dupfilter-smtpd).
             row["cpu ratio"] = row["no-filter loop postfix cpu"] / (
                 row["dupfilter loop postfix cpu"] + row["cpu ms/msg"])
             rows.append(row)
             print(f"round {number}: no-filter {row['no-filter loop']:.0f} msg/s, dupfilter "
-                  f"{row['dupfilter loop']:.0f} msg/s, ratio {row['ratio']:.2f}",
+                  f"{row['dupfilter loop']:.0f} msg/s, ratio {row['ratio']:.2f}"
+                  + (f"; minimal relay {row['minimal relay loop']:.0f} msg/s, ratio "
+                     f"{row['relay ratio']:.2f}" if args.reference else ""),
                   file=sys.stderr, flush=True)
         peak_mb = peak_rss_mb(daemon.pid)
     finally:
-        daemon.send_signal(signal.SIGTERM)
+        for process in daemons.values():
+            process.send_signal(signal.SIGTERM)
         daemon_exit = daemon.wait(60)
+        relay_exit = [process.wait(60) for process in daemons.values() if process is not daemon]
         pf.stop()
         log.close()
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
 
-    extra = sum(int(r["no-filter loop extra"] + r["dupfilter loop extra"]) for r in rows)
+    extra = sum(int(r[name + " extra"]) for r in rows for name in paths)
     print(f"\nPostfix loop, {args.messages} messages x {args.size} B per path and round, "
           f"{args.sessions} smtp-source sessions, {args.connections} next-hop connections, "
           f"{os.cpu_count()} CPUs\n")
@@ -223,13 +269,28 @@ def main(argv: list[str] | None = None) -> int:
           f"{median:.2f} | {mid('no-filter loop postfix cpu'):.2f} / "
           f"{mid('dupfilter loop postfix cpu'):.2f} | {mid('cpu ms/msg'):.2f} | "
           f"{mid('cpu ratio'):.2f} |")
-    total = args.messages * 2 * len(rows)
+    if args.reference:
+        print("\nThe minimal relay's loop (bench/peers/minimal_relay.py):\n")
+        print("| round | minimal relay loop msg/s | ratio to no-filter | Postfix CPU ms/msg | "
+              "relay CPU ms/msg | CPU ratio | dupfilter loop / relay loop |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        relay = "minimal relay loop"
+        for r in [*rows, None]:
+            get = (lambda key, r=r: r[key]) if r else mid        # noqa: E731
+            print(f"| {format(r['round'], '.0f') if r else 'median'} | {get(relay):.0f} | "
+                  f"{get('relay ratio'):.2f} | {get(relay + ' postfix cpu'):.2f} | "
+                  f"{get(relay + ' cpu'):.2f} | {get('relay cpu ratio'):.2f} | "
+                  f"{get('relay ratio, dupfilter'):.2f} |")
+    total = args.messages * len(paths) * len(rows)
     print(f"\nlost: {lost} of {total}; extra copies: {extra}; daemon exit status "
           f"{daemon_exit}; dupfilter-smtpd peak RSS (VmHWM) {peak_mb:.0f} MB")
     verdict = "met" if median >= 0.75 and lost == 0 else "NOT met"
     print(f"target (median ratio >= 0.75, nothing lost): {verdict} — the filter costs "
           f"{(1 - median) * 100:.0f}% of the loop's throughput (by CPU per message: "
           f"{(1 - mid('cpu ratio')) * 100:.0f}%)")
+    if args.reference:
+        print(f"the minimal relay's loop: {mid('relay ratio'):.2f} of the no-filter loop's "
+              f"rate (relay exit status {relay_exit[0]})")
     return 0 if lost == 0 and extra == 0 and daemon_exit == 0 else 1
 
 
