@@ -241,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         for process in daemons.values():
             process.send_signal(signal.SIGTERM)
         daemon_exit = daemon.wait(60)
-        relay_exit = [process.wait(60) for process in daemons.values() if process is not daemon]
+        relay = daemons.get("minimal relay loop")
+        relay_exit = relay.wait(60) if relay else None
         pf.stop()
         log.close()
         if not args.keep:
@@ -255,42 +256,35 @@ def main(argv: list[str] | None = None) -> int:
           "Postfix CPU ms/msg (no-filter / dupfilter loop) | dupfilter-smtpd CPU ms/msg | "
           "CPU ratio |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        print(f"| {r['round']:.0f} | {r['no-filter loop']:.0f} | {r['dupfilter loop']:.0f} | "
+    # Each round's row, then the medians' (every value's median over the rounds).
+    medians = {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+    table = [(f"{r['round']:.0f}", r) for r in rows] + [("median", medians)]
+    for name, r in table:
+        print(f"| {name} | {r['no-filter loop']:.0f} | {r['dupfilter loop']:.0f} | "
               f"{r['ratio']:.2f} | {r['no-filter loop postfix cpu']:.2f} / "
               f"{r['dupfilter loop postfix cpu']:.2f} | {r['cpu ms/msg']:.2f} | "
               f"{r['cpu ratio']:.2f} |")
-
-    def mid(key: str) -> float:
-        return statistics.median(r[key] for r in rows)
-
-    median = mid("ratio")
-    print(f"| median | {mid('no-filter loop'):.0f} | {mid('dupfilter loop'):.0f} | "
-          f"{median:.2f} | {mid('no-filter loop postfix cpu'):.2f} / "
-          f"{mid('dupfilter loop postfix cpu'):.2f} | {mid('cpu ms/msg'):.2f} | "
-          f"{mid('cpu ratio'):.2f} |")
+    median = medians["ratio"]
     if args.reference:
         print("\nThe minimal relay's loop (bench/peers/minimal_relay.py):\n")
         print("| round | minimal relay loop msg/s | ratio to no-filter | Postfix CPU ms/msg | "
               "relay CPU ms/msg | CPU ratio | dupfilter loop / relay loop |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        relay = "minimal relay loop"
-        for r in [*rows, None]:
-            get = (lambda key, r=r: r[key]) if r else mid        # noqa: E731
-            print(f"| {format(r['round'], '.0f') if r else 'median'} | {get(relay):.0f} | "
-                  f"{get('relay ratio'):.2f} | {get(relay + ' postfix cpu'):.2f} | "
-                  f"{get(relay + ' cpu'):.2f} | {get('relay cpu ratio'):.2f} | "
-                  f"{get('relay ratio, dupfilter'):.2f} |")
+        relay_loop = "minimal relay loop"
+        for name, r in table:
+            print(f"| {name} | {r[relay_loop]:.0f} | {r['relay ratio']:.2f} | "
+                  f"{r[relay_loop + ' postfix cpu']:.2f} | {r[relay_loop + ' cpu']:.2f} | "
+                  f"{r['relay cpu ratio']:.2f} | {r['relay ratio, dupfilter']:.2f} |")
     total = args.messages * len(paths) * len(rows)
     print(f"\nlost: {lost} of {total}; extra copies: {extra}; daemon exit status "
           f"{daemon_exit}; dupfilter-smtpd peak RSS (VmHWM) {peak_mb:.0f} MB")
     verdict = "met" if median >= 0.75 and lost == 0 else "NOT met"
     print(f"target (median ratio >= 0.75, nothing lost): {verdict} — the filter costs "
           f"{(1 - median) * 100:.0f}% of the loop's throughput (by CPU per message: "
-          f"{(1 - mid('cpu ratio')) * 100:.0f}%)")
+          f"{(1 - medians['cpu ratio']) * 100:.0f}%)")
     if args.reference:
-        print(f"the minimal relay's loop: {mid('relay ratio'):.2f} of the no-filter loop's "
-              f"rate (relay exit status {relay_exit[0]})")
+        print(f"the minimal relay's loop: {medians['relay ratio']:.2f} of the no-filter "
+              f"loop's rate (relay exit status {relay_exit})")
     return 0 if lost == 0 and extra == 0 and daemon_exit == 0 else 1
 
 

@@ -87,13 +87,14 @@ def _automaton(ascii_text: bool) -> tuple[Any, list[str]]:
         import ahocorasick_rs
 
         words = list(_WORDS)
-        implementation = ahocorasick_rs.Implementation.DFA if kind == "bytes dfa" \
-            else ahocorasick_rs.Implementation.ContiguousNFA
-        built = _AUTOMATA[kind] = (
-            ahocorasick_rs.AhoCorasick(words, implementation=implementation)
-            if kind == "str" else ahocorasick_rs.BytesAhoCorasick(
-                [word.encode("utf-8") for word in words], implementation=implementation),
-            words)
+        kinds = ahocorasick_rs.Implementation
+        if kind == "str":
+            automaton = ahocorasick_rs.AhoCorasick(words, implementation=kinds.ContiguousNFA)
+        else:
+            automaton = ahocorasick_rs.BytesAhoCorasick(
+                [word.encode("utf-8") for word in words],
+                implementation=kinds.DFA if kind == "bytes dfa" else kinds.ContiguousNFA)
+        built = _AUTOMATA[kind] = (automaton, words)
         if kind == "bytes dfa":
             _AUTOMATA.pop("bytes", None)        # (its memory back: no longer used)
     return built

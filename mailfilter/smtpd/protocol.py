@@ -61,6 +61,8 @@ def _without_stuffed_dots(data: bytes) -> bytes:
         pieces.append(data[last:end])
         rounds.append(b"".join(pieces))
     return b"".join(rounds)
+
+
 # aiosmtpd's own replies that deserve an enhanced status code.
 _REWRITES = {
     "552 Error: Too much mail data":
